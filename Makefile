@@ -1,0 +1,39 @@
+# hubstream: every target installs what it needs first; `make run` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint stop clean
+
+install: $(STAMP) $(NPM_STAMP)
+	@sh scripts/ensure_chromium.sh   # Debian's chromium, for the dashboard's browser test
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
+
+run: install
+	$(BIN)/hubstream run
+
+lint: install
+	$(BIN)/ruff check app agents tables spark_ingest tests bench
+	$(BIN)/ruff format --check app agents tables spark_ingest tests bench
+	$(BIN)/mypy
+
+test: install lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+stop:
+	@if [ -x $(BIN)/hubstream ]; then $(BIN)/hubstream stack down; else echo "nothing to stop"; fi
+
+clean: stop
+	rm -rf .hubstream

@@ -1,0 +1,1 @@
+"""Thin Faust agents; each body calls one application function from app/."""

@@ -1,0 +1,49 @@
+"""Pipelines in a Faust app: the offsets table, the control agent and the pipeline task.
+
+Not in CAPABILITIES: each pipeline runs in its own process (`hubstream pipeline run FILE`), which
+calls create_app(settings, capabilities=["agents.pipelines"]) with PIPELINE_FILE set and its own
+app id, so every pipeline has its own consumer group, table and changelog.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import faust
+
+from app.pipeline.definition import load_definition
+from app.pipeline.service import PipelineHost
+from app.settings import Settings
+from tables.pipelines import offsets_table
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+
+
+def register(app: faust.App, settings: Settings) -> None:
+    if settings.pipeline_file is None:
+        log.info("no PIPELINE_FILE: no pipeline in this worker")
+        return
+    host = PipelineHost(settings, load_definition(settings.pipeline_file))
+    # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
+    # (app.kafka.faust_compat); Faust's recovery consistency check stays on.
+    table = offsets_table(app)
+    control = app.topic(host.topics.control, partitions=1, key_type=bytes, value_serializer="json")
+
+    @app.agent(control, name=f"pipeline-{host.definition.name}-control")
+    async def apply_control(stream: Any) -> None:
+        async for event in stream.events():
+            await host.apply(table, event.value, event.message.offset)
+
+    @app.task
+    async def run_pipeline() -> None:
+        tables: Any = app.tables  # TableManagerT does not declare `recovery`
+        await tables.recovery.completed.wait()  # the engine starts from the recovered offsets
+        await host.run(table)
+
+    async def stop_pipeline(sender: Any, **_: Any) -> None:
+        await host.shutdown()
+
+    app.on_before_shutdown.connect(stop_pipeline)  # type: ignore[arg-type]

@@ -1,0 +1,66 @@
+"""Subscriptions: the slot topic that hands shards to workers, the GroupState table, the
+supervisor that runs this worker's shard runners, and the read-only web views.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+import faust
+
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.settings import Settings
+from app.subscription.supervisor import Supervisor
+from app.subscription.views import register_views
+from tables.subscriptions import GroupStateTable
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+
+
+def register(app: faust.App, settings: Settings) -> None:
+    slots_name = f"{settings.app_id}-subscription-slots"
+    # Faust declares only its internal topics; without this the broker would auto-create the
+    # slot topic with its default partition count.
+    KafkaAdmin(settings.bootstrap).create([TopicSpec(slots_name, settings.subscription_shard_slots)])
+    slots_topic = app.topic(
+        slots_name,
+        partitions=settings.subscription_shard_slots,
+        key_type=bytes,
+        value_type=bytes,
+    )
+    table = GroupStateTable(app, settings)
+
+    def owned_slots() -> set[int]:
+        if app.rebalancing or not cast(Any, app.tables).recovery.completed.is_set():
+            return set()
+        return {
+            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == slots_topic.get_topic_name()
+        }
+
+    supervisor = Supervisor(settings, table, owned_slots)
+    app.subscriptions = supervisor  # type: ignore[attr-defined]
+
+    @app.agent(slots_topic, name="subscription-slots")
+    async def hold_slots(stream: Any) -> None:
+        async for _ in stream:  # the slot topic carries no work; owning a partition means owning shards
+            pass
+
+    @app.timer(1.0, name="subscription-reconcile")
+    async def reconcile() -> None:
+        await supervisor.reconcile()
+
+    async def on_revoked(sender: Any, revoked: Any = None, **kwargs: Any) -> None:
+        lost = {tp.partition for tp in revoked or () if tp.topic == slots_topic.get_topic_name()}
+        await supervisor.stop_slots(lost)
+
+    app.on_partitions_revoked.connect(cast(Any, on_revoked))
+
+    async def on_shutdown(sender: Any, **kwargs: Any) -> None:
+        await supervisor.stop_all()
+
+    app.on_before_shutdown.connect(cast(Any, on_shutdown))
+
+    register_views(app, supervisor)

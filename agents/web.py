@@ -1,0 +1,50 @@
+"""The worker's own web surface: dashboard page and JSON, /metrics, /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+import mode
+from aiohttp import web
+
+from app.settings import Settings
+from app.web import metrics
+from app.web.dashboard import DashboardService
+from app.web.openapi import openapi_document
+from app.web.responses import guarded, json_response
+from app.web.scrape import dashboard_samples, shard_samples
+
+__all__ = ["register"]
+
+
+def register(app: faust.App, settings: Settings) -> None:
+    dashboard = DashboardService(app, settings)
+    app.dashboard = dashboard  # type: ignore[attr-defined]
+    document = openapi_document()
+
+    async def scrape(request: web.Request) -> web.StreamResponse:
+        data = {**await dashboard.global_sections(), **dashboard.local_sections()}
+        extra = [*dashboard_samples(data), *shard_samples(data["shards"])]
+        return web.Response(text=metrics.render(extra), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def spec(request: web.Request) -> web.StreamResponse:
+        return json_response(document)
+
+    def page(path: str, name: str, handler: Any) -> None:
+        async def get(self: Any, request: web.Request) -> web.StreamResponse:
+            response: web.StreamResponse = await guarded(handler)(request)
+            return response
+
+        app.page(path, name=name)(type(f"WebView_{name}", (faust.web.View,), {"get": get}))
+
+    page("/dashboard/", "dashboard_page", dashboard.page)
+    page("/api/dashboard", "dashboard_api", dashboard.api)
+    page("/api/dashboard/local", "dashboard_local", dashboard.api_local)
+    page("/metrics", "metrics", scrape)
+    page("/openapi.json", "openapi", spec)
+
+    @app.service
+    class DashboardCloser(mode.Service):
+        async def on_stop(self) -> None:
+            dashboard.close()

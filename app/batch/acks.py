@@ -1,0 +1,84 @@
+"""Producing item acks to the ack topic (`batch-acks`): one record per batch, keyed by batch id,
+value {"batchItemIds": [...]}, sent straight to the partition that owns the batch.
+
+A record keyed by batch id but landing on another partition (e.g. a producer with its own
+partitioner) still works: the ack agent forwards it once to the owning partition.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.batch.ids import group_item_ids, partition_of_exact
+
+__all__ = ["MAX_IDS_PER_RECORD", "AckProducer", "AckRecord", "ack_records", "send_acks"]
+
+MAX_IDS_PER_RECORD = 10_000
+
+
+@dataclass(frozen=True)
+class AckRecord:
+    key: bytes
+    value: bytes
+    partition: int
+
+
+def ack_records(
+    item_ids: Iterable[str], partitions: int, max_ids: int = MAX_IDS_PER_RECORD
+) -> list[AckRecord]:
+    """Ack records for `item_ids` (validated; MalformedItemId names a bad one), at most `max_ids` each."""
+    ids = list(item_ids)
+    by_batch: dict[int, list[str]] = defaultdict(list)
+    for acks in group_item_ids(ids):
+        prefix = f"{acks.batch_id}:{acks.group_id}:"
+        by_batch[acks.batch_id].extend(prefix + str(i) for i in acks.indexes)
+    records = []
+    for batch_id, batch_ids in by_batch.items():
+        for start in range(0, len(batch_ids), max_ids):
+            value = orjson.dumps({"batchItemIds": batch_ids[start : start + max_ids]})
+            records.append(AckRecord(str(batch_id).encode(), value, partition_of_exact(batch_id, partitions)))
+    return records
+
+
+class AckProducer:
+    """For code outside a Faust worker (jobs, scripts): a confluent-kafka producer of ack records."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.partitions = partitions
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+        )
+
+    def send(self, item_ids: Iterable[str]) -> int:
+        """Queue the acks; returns the number of records. Call `flush()` to wait for delivery."""
+        records = ack_records(item_ids, self.partitions)
+        for record in records:
+            while True:
+                try:
+                    self._producer.produce(self.topic, record.value, record.key, partition=record.partition)
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+            self._producer.poll(0)
+        return len(records)
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for delivery; returns the number of records still undelivered (0 on success)."""
+        left: int = self._producer.flush(timeout_s)
+        return left
+
+
+async def send_acks(topic: Any, item_ids: Iterable[str], partitions: int) -> int:
+    """For Faust agents: send ack records through a Faust topic (e.g. `app.topic("batch-acks")`)."""
+    records = ack_records(item_ids, partitions)
+    for record in records:
+        await topic.send(key=record.key, value=record.value, partition=record.partition)
+    return len(records)

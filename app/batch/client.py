@@ -1,0 +1,243 @@
+"""HTTP clients of the batch API: `BatchClient` (blocking, standard library only: jobs, CLI, Spark
+driver) and `AsyncBatchClient` (aiohttp: Faust agents). Both retry 503s and connection errors
+(a partition moving between workers) until `retry_for_s` has passed; other errors raise the
+matching HubstreamError (400 InvalidInput, 404 BatchNotFound, 409 BatchClosed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from app.batch.errors import BatchClosed, BatchNotFound, PartitionNotReady
+from app.batch.ids import ItemGroup, expand_item_ids
+from app.errors import HubstreamError, InvalidInput
+
+__all__ = ["ACK_IDS_PER_REQUEST", "AsyncBatchClient", "BatchClient", "Call", "calls"]
+
+ACK_IDS_PER_REQUEST = 10_000
+API = "/api/v1/batch"
+
+
+class Call:
+    """One request: method, path (with query), JSON body."""
+
+    def __init__(self, method: str, path: str, body: Any = None) -> None:
+        self.method, self.path, self.body = method, API + path, body
+
+
+class calls:
+    @staticmethod
+    def create_exact(user_key: str | None) -> Call:
+        return Call("POST", "/exact", {"userKey": user_key} if user_key is not None else {})
+
+    @staticmethod
+    def add_items(batch_id: int, items: int) -> Call:
+        return Call("POST", "/exact/items", {"batchId": batch_id, "items": items})
+
+    @staticmethod
+    def ack(item_ids: list[str]) -> Call:
+        return Call("POST", "/exact/items/ack", {"batchItemIds": item_ids})
+
+    @staticmethod
+    def close_exact(batch_id: int) -> Call:
+        return Call("POST", f"/exact/close/{batch_id}")
+
+    @staticmethod
+    def get_exact(batch_id: int) -> Call:
+        return Call("GET", f"/exact/{batch_id}")
+
+    @staticmethod
+    def delete_expired(closed: bool, since: datetime) -> Call:
+        return Call("DELETE", f"/exact/{'closed' if closed else 'open'}?since={since.isoformat()}")
+
+    @staticmethod
+    def create_estimated(batch_size: int, user_key: str | None) -> Call:
+        body: dict[str, Any] = {"batchSize": batch_size}
+        if user_key is not None:
+            body["userKey"] = user_key
+        return Call("POST", "/estimated", body)
+
+    @staticmethod
+    def decr(acks: dict[str, int]) -> Call:
+        return Call("POST", "/estimated/decr", {"acks": [{"batchId": b, "by": n} for b, n in acks.items()]})
+
+    @staticmethod
+    def incr(batch_id: str, by: int) -> Call:
+        return Call("POST", f"/estimated/{batch_id}/incr?by={by}")
+
+    @staticmethod
+    def close_estimated(batch_id: str) -> Call:
+        return Call("POST", f"/estimated/{batch_id}/close")
+
+    @staticmethod
+    def get_estimated(batch_id: str) -> Call:
+        return Call("GET", f"/estimated/{batch_id}")
+
+    @staticmethod
+    def delete_estimated(batch_id: str) -> Call:
+        return Call("DELETE", f"/estimated/{batch_id}")
+
+
+def _raise_for(status: int, data: Any) -> None:
+    reason = data.get("reason", data) if isinstance(data, dict) else data
+    error: type[HubstreamError] = {
+        400: InvalidInput,
+        404: BatchNotFound,
+        409: BatchClosed,
+        503: PartitionNotReady,
+    }.get(status, HubstreamError)
+    raise error(f"batch API answered {status}: {reason}")
+
+
+def _chunks(item_ids: Iterable[str]) -> Iterable[list[str]]:
+    chunk: list[str] = []
+    for item_id in item_ids:
+        chunk.append(item_id)
+        if len(chunk) == ACK_IDS_PER_REQUEST:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class BatchClient:
+    def __init__(
+        self, base_url: str, timeout_s: float = 30.0, retry_for_s: float = 30.0, token: str | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s, self.retry_for_s = timeout_s, retry_for_s
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    def send(self, call: Call) -> Any:
+        deadline = time.monotonic() + self.retry_for_s
+        data = orjson.dumps(call.body) if call.body is not None else None
+        while True:
+            request = urllib.request.Request(
+                self.base_url + call.path, data=data, method=call.method, headers=self.headers
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    return orjson.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                status, body = exc.code, exc.read()
+                if status != 503 or time.monotonic() > deadline:
+                    _raise_for(status, orjson.loads(body) if body else {})
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise PartitionNotReady(f"batch API at {self.base_url} unreachable: {exc}") from exc
+            time.sleep(0.2)
+
+    def create_exact(self, user_key: str | None = None) -> int:
+        batch_id: int = self.send(calls.create_exact(user_key))["batchId"]
+        return batch_id
+
+    def add_items(self, batch_id: int, items: int) -> list[ItemGroup]:
+        groups = self.send(calls.add_items(batch_id, items))["batchItemGroupIds"]
+        return [ItemGroup(g["id"], g["upto"]) for g in groups]
+
+    def add_item_ids(self, batch_id: int, items: int) -> list[str]:
+        """Add `items` and return their expanded item ids."""
+        return list(expand_item_ids(batch_id, self.add_items(batch_id, items)))
+
+    def ack(self, item_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """Ack items (sent ACK_IDS_PER_REQUEST at a time); the completions these calls caused."""
+        completions: list[dict[str, Any]] = []
+        for chunk in _chunks(item_ids):
+            completions.extend(self.send(calls.ack(chunk))["batchCompletions"])
+        return completions
+
+    def close_exact(self, batch_id: int) -> bool:
+        return bool(self.send(calls.close_exact(batch_id))["isComplete"])
+
+    def get_exact(self, batch_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.send(calls.get_exact(batch_id))
+        return result
+
+    def delete_expired(self, closed: bool, since: datetime) -> dict[str, int]:
+        result: dict[str, int] = self.send(calls.delete_expired(closed, since))
+        return result
+
+    def create_estimated(self, batch_size: int, user_key: str | None = None) -> str:
+        batch_id: str = self.send(calls.create_estimated(batch_size, user_key))["batchId"]
+        return batch_id
+
+    def decr(self, acks: dict[str, int]) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = self.send(calls.decr(acks))["results"]
+        return results
+
+    def incr(self, batch_id: str, by: int = 1) -> dict[str, Any]:
+        result: dict[str, Any] = self.send(calls.incr(batch_id, by))
+        return result
+
+    def close_estimated(self, batch_id: str) -> bool:
+        return bool(self.send(calls.close_estimated(batch_id))["isComplete"])
+
+    def get_estimated(self, batch_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.send(calls.get_estimated(batch_id))
+        return result
+
+    def delete_estimated(self, batch_id: str) -> None:
+        self.send(calls.delete_estimated(batch_id))
+
+
+class AsyncBatchClient:
+    """The same API for coroutines; pass an aiohttp ClientSession (e.g. a Faust app's http_client)."""
+
+    def __init__(
+        self, session: Any, base_url: str, retry_for_s: float = 30.0, token: str | None = None
+    ) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.retry_for_s = retry_for_s
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    async def send(self, call: Call) -> Any:
+        deadline = time.monotonic() + self.retry_for_s
+        data = orjson.dumps(call.body) if call.body is not None else None
+        while True:
+            try:
+                async with self.session.request(
+                    call.method, self.base_url + call.path, data=data, headers=self.headers
+                ) as response:
+                    body = await response.read()
+                    if response.status == 200:
+                        return orjson.loads(body)
+                    if response.status != 503 or time.monotonic() > deadline:
+                        _raise_for(response.status, orjson.loads(body) if body else {})
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise PartitionNotReady(f"batch API at {self.base_url} unreachable: {exc}") from exc
+            await asyncio.sleep(0.2)
+
+    async def create_exact(self, user_key: str | None = None) -> int:
+        batch_id: int = (await self.send(calls.create_exact(user_key)))["batchId"]
+        return batch_id
+
+    async def add_items(self, batch_id: int, items: int) -> list[ItemGroup]:
+        groups = (await self.send(calls.add_items(batch_id, items)))["batchItemGroupIds"]
+        return [ItemGroup(g["id"], g["upto"]) for g in groups]
+
+    async def ack(self, item_ids: Iterable[str]) -> list[dict[str, Any]]:
+        completions: list[dict[str, Any]] = []
+        for chunk in _chunks(item_ids):
+            completions.extend((await self.send(calls.ack(chunk)))["batchCompletions"])
+        return completions
+
+    async def close_exact(self, batch_id: int) -> bool:
+        return bool((await self.send(calls.close_exact(batch_id)))["isComplete"])
+
+    async def get_exact(self, batch_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.send(calls.get_exact(batch_id))
+        return result

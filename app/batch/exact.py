@@ -1,0 +1,180 @@
+"""Exact batches: a bitfield per item group, complete when closed and no bit is left set.
+
+Pure state machine over one table partition (`BatchStore`). Every operation is synchronous,
+so on one event loop a read-modify-write is never interleaved with another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from app.batch import bitfield
+from app.batch.errors import BatchClosed, BatchNotFound, ItemNotFound
+from app.batch.ids import GroupAcks, ItemGroup
+from app.batch.model import (
+    EXACT_PREFIX,
+    BatchStore,
+    Completion,
+    ExactBatch,
+    decode_group,
+    encode_group,
+    exact_key,
+    group_key,
+    group_prefix,
+    sequence_key,
+)
+from app.errors import InvalidInput
+
+__all__ = ["AckOutcome", "ExactRules", "Removal"]
+
+
+@dataclass(frozen=True)
+class Removal:
+    batches_removed: int
+    items_removed: int
+
+    def __add__(self, other: Removal) -> Removal:
+        return Removal(self.batches_removed + other.batches_removed, self.items_removed + other.items_removed)
+
+
+@dataclass(frozen=True)
+class AckOutcome:
+    items_cleared: int
+    completions: tuple[Completion, ...]
+
+
+@dataclass(frozen=True)
+class ExactRules:
+    group_size_items: int
+    max_items_per_add: int
+
+    def create(
+        self, store: BatchStore, partition: int, partitions: int, user_key: str | None, now_ms: int
+    ) -> ExactBatch:
+        """A new open batch; its id is `sequence * partitions + partition`, unique across workers."""
+        raw = store.get(sequence_key(partition))
+        sequence = int(raw) if raw is not None else 1
+        store.put(sequence_key(partition), b"%d" % (sequence + 1))
+        batch = ExactBatch(sequence * partitions + partition, user_key, False, 0, 0, 0, now_ms, now_ms)
+        store.put(exact_key(batch.batch_id), batch.encode())
+        return batch
+
+    def get(self, store: BatchStore, batch_id: int) -> ExactBatch:
+        raw = store.get(exact_key(batch_id))
+        if raw is None:
+            raise BatchNotFound(f"exact batch {batch_id} does not exist")
+        return ExactBatch.decode(batch_id, raw)
+
+    def add_items(
+        self, store: BatchStore, batch_id: int, items: int, now_ms: int, new_group_id: Callable[[], str]
+    ) -> list[ItemGroup]:
+        if isinstance(items, bool) or not isinstance(items, int) or not 1 <= items <= self.max_items_per_add:
+            raise InvalidInput(f"items must be an integer from 1 to {self.max_items_per_add}, got {items!r}")
+        batch = self.get(store, batch_id)
+        if batch.is_closed:
+            raise BatchClosed(f"exact batch {batch_id} is closed; no items can be added")
+        groups: list[ItemGroup] = []
+        left = items
+        while left:
+            upto = min(left, self.group_size_items)
+            group = ItemGroup(new_group_id(), upto)
+            store.put(group_key(batch_id, group.id), encode_group(upto, bitfield.filled(upto)))
+            groups.append(group)
+            left -= upto
+        store.put(
+            exact_key(batch_id),
+            replace(
+                batch,
+                pending_items=batch.pending_items + items,
+                total_items=batch.total_items + items,
+                groups=batch.groups + len(groups),
+                updated_at_ms=now_ms,
+            ).encode(),
+        )
+        return groups
+
+    def close(self, store: BatchStore, batch_id: int, now_ms: int) -> tuple[ExactBatch, Completion | None]:
+        """Close (idempotent); the completion is returned only by the call that completed the batch."""
+        batch = self.get(store, batch_id)
+        closed = replace(batch, is_closed=True, updated_at_ms=now_ms)
+        store.put(exact_key(batch_id), closed.encode())
+        if closed.is_complete and not batch.is_closed:
+            return closed, Completion("exact", batch_id, batch.user_key, now_ms)
+        return closed, None
+
+    def ack(self, store: BatchStore, acks: Sequence[GroupAcks], now_ms: int) -> AckOutcome:
+        """Clear the acked bits. Everything is checked before anything is written, so a bad id
+        (unknown batch -> BatchNotFound, unknown group or index -> ItemNotFound) changes nothing."""
+        batches, groups = self.check(store, acks)
+        return self._apply(store, acks, batches, groups, now_ms)
+
+    def check(
+        self, store: BatchStore, acks: Sequence[GroupAcks]
+    ) -> tuple[dict[int, ExactBatch], dict[bytes, tuple[int, bytearray]]]:
+        """Load what `acks` touch; BatchNotFound / ItemNotFound for the first id that names nothing."""
+        batches: dict[int, ExactBatch] = {}
+        groups: dict[bytes, tuple[int, bytearray]] = {}
+        for ack in acks:
+            if ack.batch_id not in batches:
+                batches[ack.batch_id] = self.get(store, ack.batch_id)
+            key = group_key(ack.batch_id, ack.group_id)
+            if key not in groups:
+                raw = store.get(key)
+                if raw is None:
+                    raise ItemNotFound(f"item group {ack.batch_id}:{ack.group_id} does not exist")
+                groups[key] = decode_group(raw)
+            upto = groups[key][0]
+            too_big = max(ack.indexes, default=0)
+            if too_big >= upto:
+                raise ItemNotFound(
+                    f"item {ack.batch_id}:{ack.group_id}:{too_big} does not exist "
+                    f"(the group has {upto} items)"
+                )
+        return batches, groups
+
+    def _apply(
+        self,
+        store: BatchStore,
+        acks: Sequence[GroupAcks],
+        batches: dict[int, ExactBatch],
+        groups: dict[bytes, tuple[int, bytearray]],
+        now_ms: int,
+    ) -> AckOutcome:
+        cleared_by_batch: dict[int, int] = dict.fromkeys(batches, 0)
+        changed: set[bytes] = set()
+        for ack in acks:
+            key = group_key(ack.batch_id, ack.group_id)
+            bits = groups[key][1]
+            cleared = bitfield.clear_bits(bits, ack.indexes) if bits else 0
+            if cleared:
+                cleared_by_batch[ack.batch_id] += cleared
+                changed.add(key)
+        for key in changed:
+            upto, bits = groups[key]
+            store.put(key, encode_group(upto, b"" if bitfield.is_empty(bits) else bits))
+        completions: list[Completion] = []
+        for batch_id, cleared in cleared_by_batch.items():
+            if not cleared:
+                continue
+            before = batches[batch_id]
+            after = replace(before, pending_items=before.pending_items - cleared, updated_at_ms=now_ms)
+            store.put(exact_key(batch_id), after.encode())
+            if after.is_complete and not before.is_complete:
+                completions.append(Completion("exact", batch_id, after.user_key, now_ms))
+        return AckOutcome(sum(cleared_by_batch.values()), tuple(completions))
+
+    def delete(self, store: BatchStore, batch: ExactBatch) -> Removal:
+        for key, _ in list(store.scan(group_prefix(batch.batch_id))):
+            store.delete(key)
+        store.delete(exact_key(batch.batch_id))
+        return Removal(1, batch.total_items)
+
+    def expire(self, store: BatchStore, closed: bool, not_updated_since_ms: int) -> Removal:
+        """Delete the closed (or open) batches with no activity after `not_updated_since_ms`."""
+        removal = Removal(0, 0)
+        for key, raw in list(store.scan(EXACT_PREFIX)):
+            batch = ExactBatch.decode(int(key[len(EXACT_PREFIX) :]), raw)
+            if batch.is_closed == closed and batch.updated_at_ms <= not_updated_since_ms:
+                removal += self.delete(store, batch)
+        return removal

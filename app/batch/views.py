@@ -1,0 +1,345 @@
+"""Carlyle-compatible HTTP API as Faust views, each request served by the worker owning the batch.
+
+A request for a batch in a partition this worker does not serve is forwarded (method, path, query,
+body, Authorization) to the owner named by Faust's assignor, once: a forwarded request that
+reaches a non-owner answers 503 (retriable) instead of bouncing. Requests naming several batches
+(acks, decrements, bulk deletes) are split by owner.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+from yarl import URL
+
+from app.batch.errors import PartitionNotReady
+from app.batch.estimated import check_count
+from app.batch.exact import Removal
+from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
+from app.batch.service import BatchService
+from app.errors import InvalidInput
+from app.web.responses import guarded, json_response, read_json, require_admin
+
+__all__ = ["BatchApi", "register_views"]
+
+ROUTED_HEADER = "X-Hubstream-Batch-Routed"
+EXACT = "/api/v1/batch/exact"
+ESTIMATED = "/api/v1/batch/estimated"
+
+
+def _batch_id(raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).isdigit():
+        raise InvalidInput(f"batchId must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def _user_key(body: dict[str, Any]) -> str | None:
+    key = body.get("userKey")
+    if key is not None and (not isinstance(key, str) or len(key) > 1024):
+        raise InvalidInput("userKey must be a string of at most 1024 characters")
+    return key
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidInput("request body must be a JSON object")
+    return body
+
+
+def _since_ms(request: web.Request) -> int:
+    raw = request.query.get("since")
+    if not raw:
+        raise InvalidInput("query parameter since=<ISO 8601 time> is required")
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "+"))
+    except ValueError as exc:
+        raise InvalidInput(f"since={raw!r} is not an ISO 8601 time") from exc
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def _item_ids(acks: Iterable[GroupAcks]) -> list[str]:
+    return [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
+
+
+class BatchApi:
+    def __init__(self, service: BatchService) -> None:
+        self.service = service
+        self.settings = service.settings
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def _is_self(self, url: str) -> bool:
+        me, other = URL(str(self.service.app.conf.canonical_url)), URL(url)
+        return (me.host, me.port) == (other.host, other.port)
+
+    def _owner(self, request: web.Request, partition: int) -> str:
+        """URL of the worker serving `partition`; PartitionNotReady when it is us (recovering) or unknown."""
+        owner = self.service.owner_urls().get(partition)
+        if request.headers.get(ROUTED_HEADER) or owner is None or self._is_self(owner):
+            raise PartitionNotReady(
+                f"batch table partition {partition} is recovering or being reassigned; retry"
+            )
+        return owner
+
+    async def _forward(self, owner: str, request: web.Request, body: bytes | None) -> tuple[int, Any]:
+        url = URL(owner).with_path(request.path).with_query(request.query)
+        headers = {ROUTED_HEADER: "1", "Content-Type": "application/json"}
+        if "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]
+        try:
+            async with self.service.app.http_client.request(
+                request.method, url, data=body, headers=headers, timeout=self.settings.batch_route_timeout_s
+            ) as response:
+                return response.status, orjson.loads(await response.read())
+        except (OSError, TimeoutError, orjson.JSONDecodeError) as exc:
+            raise PartitionNotReady(f"owner {owner} of the batch did not answer: {exc!r}") from exc
+
+    async def _on_owner(self, request: web.Request, partition: int, local: Callable[[], Any]) -> web.Response:
+        if partition in self.service.ready:
+            result = local()
+            if isinstance(result, Awaitable):
+                result = await result
+            return json_response(result)
+        owner = self._owner(request, partition)
+        status, data = await self._forward(owner, request, await request.read())
+        return json_response(data, status=status)
+
+    async def _remote(self, request: web.Request, owner: str, body: dict[str, Any]) -> Any:
+        status, data = await self._forward(owner, request, orjson.dumps(body))
+        if status != 200:
+            raise _Forwarded(status, data)
+        return data
+
+    async def status(self, request: web.Request) -> web.Response:
+        """Which table partitions this worker serves, and who serves the others."""
+        owners = self.service.owner_urls()
+        return json_response(
+            {
+                "partitionsServed": sorted(self.service.ready),
+                "partitions": self.service.partitions,
+                "owners": {str(p): u for p, u in sorted(owners.items())},
+            }
+        )
+
+    # -- exact -----------------------------------------------------------------------------------
+
+    async def create_exact(self, request: web.Request) -> web.Response:
+        body = _object(await read_json(request)) if await request.read() else {}
+        user_key = _user_key(body)
+        partition = self.service.pick_local_partition()
+        if partition is not None:
+            return json_response({"batchId": self.service.create_exact(partition, user_key).batch_id})
+        owners = self.service.owner_urls()
+        others = sorted({url for url in owners.values() if not self._is_self(url)})
+        if request.headers.get(ROUTED_HEADER) or not others:
+            raise PartitionNotReady("no worker serves a batch table partition right now; retry")
+        status, data = await self._forward(others[0], request, orjson.dumps(body))
+        return json_response(data, status=status)
+
+    async def add_items(self, request: web.Request) -> web.Response:
+        body = _object(await read_json(request))
+        batch_id = _batch_id(body.get("batchId"))
+        items = body.get("items")
+
+        def local() -> Any:
+            groups = self.service.add_items(batch_id, items)  # type: ignore[arg-type]
+            return {"batchItemGroupIds": [{"id": g.id, "upto": g.upto} for g in groups]}
+
+        return await self._on_owner(request, self.service.exact_partition(batch_id), local)
+
+    async def get_exact(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = _batch_id(batchId)
+        return await self._on_owner(
+            request,
+            self.service.exact_partition(batch_id),
+            lambda: self.service.get_exact(batch_id).as_json(),
+        )
+
+    async def close_exact(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = _batch_id(batchId)
+
+        async def local() -> Any:
+            batch, completion = self.service.close_exact(batch_id)
+            await self.service.publish([completion] if completion else [])
+            return {"isComplete": batch.is_complete}
+
+        return await self._on_owner(request, self.service.exact_partition(batch_id), local)
+
+    async def ack(self, request: web.Request) -> web.Response:
+        body = _object(await read_json(request))
+        ids = body.get("batchItemIds")
+        if not isinstance(ids, list):
+            raise InvalidInput("batchItemIds must be a list of item ids")
+        by_partition = self.service.split_by_partition(group_item_ids(ids))
+        local = {p: a for p, a in by_partition.items() if p in self.service.ready}
+        remote: dict[str, list[GroupAcks]] = defaultdict(list)
+        for partition, acks in by_partition.items():
+            if partition not in local:
+                remote[self._owner(request, partition)].extend(acks)
+        self.service.check_acks(local)
+        completions: list[dict[str, Any]] = []
+        for owner, acks in remote.items():
+            data = await self._remote(request, owner, {"batchItemIds": _item_ids(acks)})
+            completions.extend(data["batchCompletions"])
+        for partition, acks in local.items():
+            outcome = self.service.ack(partition, acks)
+            await self.service.publish(outcome.completions)
+            completions.extend({"batchId": c.batch_id, "userKey": c.user_key} for c in outcome.completions)
+        return json_response({"batchCompletions": completions})
+
+    async def delete_expired(self, request: web.Request, closed: bool) -> web.Response:
+        require_admin(request, self.settings)
+        cutoff_ms = _since_ms(request)
+        removal = self.service.expire_exact(closed, cutoff_ms)
+        if not request.headers.get(ROUTED_HEADER):
+            owners = {url for url in self.service.owner_urls().values() if not self._is_self(url)}
+            for owner in sorted(owners):
+                status, data = await self._forward(owner, request, None)
+                if status != 200:
+                    raise _Forwarded(status, data)
+                removal += Removal(data["batchesRemoved"], data["itemsRemoved"])
+        return json_response(
+            {"batchesRemoved": removal.batches_removed, "itemsRemoved": removal.items_removed}
+        )
+
+    # -- estimated -------------------------------------------------------------------------------
+
+    async def create_estimated(self, request: web.Request) -> web.Response:
+        body = _object(await read_json(request))
+        size = check_count("batchSize", body.get("batchSize"), 0)
+        user_key = _user_key(body)
+        if self.service.ready:
+            return json_response({"batchId": self.service.create_estimated(size, user_key).batch_id})
+        others = sorted({u for u in self.service.owner_urls().values() if not self._is_self(u)})
+        if request.headers.get(ROUTED_HEADER) or not others:
+            raise PartitionNotReady("no worker serves a batch table partition right now; retry")
+        status, data = await self._forward(others[0], request, orjson.dumps(body))
+        return json_response(data, status=status)
+
+    async def get_estimated(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = parse_estimated_id(batchId)
+        return await self._on_owner(
+            request,
+            self.service.estimated_partition(batch_id),
+            lambda: self.service.get_estimated(batch_id).as_json(),
+        )
+
+    async def delete_estimated(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = parse_estimated_id(batchId)
+
+        def local() -> Any:
+            self.service.delete_estimated(batch_id)
+            return {"batchId": batch_id, "deleted": True}
+
+        return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
+
+    async def incr_estimated(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = parse_estimated_id(batchId)
+        try:
+            by = int(request.query.get("by", "1"))
+        except ValueError as exc:
+            raise InvalidInput(f"by={request.query.get('by')!r} is not an integer") from exc
+        check_count("by", by, 0)
+
+        async def local() -> Any:
+            batch, completion = self.service.add_estimated(batch_id, by)
+            await self.service.publish([completion] if completion else [])
+            return batch.as_json()
+
+        return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
+
+    async def close_estimated(self, request: web.Request, batchId: str) -> web.Response:
+        batch_id = parse_estimated_id(batchId)
+
+        async def local() -> Any:
+            batch, completion = self.service.close_estimated(batch_id)
+            await self.service.publish([completion] if completion else [])
+            return {"isComplete": batch.is_complete}
+
+        return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
+
+    async def decr_estimated(self, request: web.Request) -> web.Response:
+        body = _object(await read_json(request))
+        acks = body.get("acks")
+        if not isinstance(acks, list):
+            raise InvalidInput('acks must be a list of {"batchId": uuid, "by": n}')
+        totals: dict[str, int] = defaultdict(int)
+        for ack in acks:
+            if not isinstance(ack, dict):
+                raise InvalidInput(f"ack {ack!r} is not an object")
+            totals[parse_estimated_id(ack.get("batchId"))] += check_count("by", ack.get("by", 1), 0)
+        remote: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        local: dict[str, int] = {}
+        for batch_id, by in totals.items():
+            partition = self.service.estimated_partition(batch_id)
+            if partition in self.service.ready:
+                self.service.get_estimated(batch_id)  # 404 before anything changes
+                local[batch_id] = by
+            else:
+                remote[self._owner(request, partition)].append({"batchId": batch_id, "by": by})
+        results: list[Any] = []
+        for owner, owner_acks in remote.items():
+            results.extend((await self._remote(request, owner, {"acks": owner_acks}))["results"])
+        for batch_id, by in local.items():
+            batch, completion = self.service.add_estimated(batch_id, -by)
+            await self.service.publish([completion] if completion else [])
+            results.append({"batchId": batch_id, "userKey": batch.user_key, "isComplete": batch.is_complete})
+        return json_response({"results": results})
+
+
+class _Forwarded(Exception):
+    """The owner answered an error; relay its status and body as they are."""
+
+    def __init__(self, status: int, data: Any) -> None:
+        super().__init__(status)
+        self.status, self.data = status, data
+
+
+def _relaying(handler: Callable[..., Awaitable[web.StreamResponse]]) -> Callable[..., Any]:
+    async def wrapper(*args: Any, **kwargs: Any) -> web.StreamResponse:
+        try:
+            return await handler(*args, **kwargs)
+        except _Forwarded as exc:
+            return json_response(exc.data, status=exc.status)
+
+    return guarded(wrapper)
+
+
+def register_views(app: Any, api: BatchApi) -> None:
+    """Mount the API on the Faust web server (static paths before `{batchId}` patterns)."""
+    from faust.web import View
+
+    routes: list[tuple[str, dict[str, Callable[..., Any]]]] = [
+        ("/api/v1/batch/status", {"get": api.status}),
+        (f"{EXACT}/items/ack", {"post": api.ack}),
+        (f"{EXACT}/items", {"post": api.add_items}),
+        (f"{EXACT}/open", {"delete": lambda request: api.delete_expired(request, closed=False)}),
+        (f"{EXACT}/closed", {"delete": lambda request: api.delete_expired(request, closed=True)}),
+        (f"{EXACT}/close/{{batchId}}", {"post": api.close_exact}),
+        (f"{EXACT}/{{batchId}}", {"get": api.get_exact, "delete": api.close_exact}),
+        (EXACT, {"post": api.create_exact}),
+        (f"{ESTIMATED}/decr", {"post": api.decr_estimated}),
+        (f"{ESTIMATED}/{{batchId}}/incr", {"post": api.incr_estimated}),
+        (f"{ESTIMATED}/{{batchId}}/close", {"post": api.close_estimated}),
+        (f"{ESTIMATED}/{{batchId}}", {"get": api.get_estimated, "delete": api.delete_estimated}),
+        (ESTIMATED, {"post": api.create_estimated}),
+    ]
+    for n, (path, methods) in enumerate(routes):
+        attrs: dict[str, Any] = {}
+        for method, handler in methods.items():
+            attrs[method] = _method(_relaying(handler), api.service)
+        app.page(path, name=f"batch_api_{n}")(type(f"BatchView{n}", (View,), attrs))
+
+
+def _method(handler: Callable[..., Any], service: BatchService) -> Callable[..., Any]:
+    async def view_method(self: Any, request: web.Request, **match_info: str) -> web.StreamResponse:
+        result: web.StreamResponse = await handler(request, **match_info)
+        await service.flush()  # answer only once the changes are in the changelog
+        return result
+
+    return view_method

@@ -1,0 +1,1 @@
+"""The `hubstream` console script."""

@@ -1,0 +1,189 @@
+"""`hubstream subscription …`: create, describe, start, stop, delete, reset-offset, change-shards, dlq."""
+
+from __future__ import annotations
+
+import click
+
+from app.cli.common import HubstreamGroup, echo_json
+from app.composite.store import MetadataStore
+from app.settings import get_settings
+from app.subscription import ops
+from app.subscription.model import Backoff, EndpointSpec, OnDlq, RetryPolicy, Status
+from app.subscription.registry import SubscriptionRegistry
+from app.subscription.replay import ReplaySelection
+from app.subscription.unsideline import unsideline
+
+
+def _stores() -> tuple[SubscriptionRegistry, MetadataStore]:
+    s = get_settings()
+    return SubscriptionRegistry(s.bootstrap, s.subscription_registry_topic), MetadataStore(
+        s.bootstrap, s.metadata_topic
+    )
+
+
+@click.group(cls=HubstreamGroup)
+def subscription() -> None:
+    """Subscriptions: ordered delivery per group with retry (RQ) and dead-letter (DLQ) queues."""
+
+
+@subscription.command()
+@click.argument("name")
+@click.option("--topic", required=True, help="composite topic to read (MQ)")
+@click.option("--http", "http_url", help="POST each message to this URL")
+@click.option("--sink", help="name of an in-process sink registered with register_sink()")
+@click.option(
+    "--batch-sink",
+    help="name of an in-process batch sink registered with register_batch_sink() "
+    "(gets up to SUBSCRIPTION_BATCH_MAX messages per call)",
+)
+@click.option("--timeout-s", type=float, default=10.0, show_default=True)
+@click.option("--shards", type=int, default=1, show_default=True)
+@click.option("--max-attempts", type=int, default=3, show_default=True)
+@click.option(
+    "--backoff", type=click.Choice([b.value for b in Backoff]), default="exponential", show_default=True
+)
+@click.option("--min-backoff-s", type=float, default=1.0, show_default=True)
+@click.option("--max-backoff-s", type=float, default=60.0, show_default=True)
+@click.option(
+    "--on-dlq", type=click.Choice([o.value for o in OnDlq]), default="block_group", show_default=True
+)
+@click.option("--start/--no-start", default=True, show_default=True)
+def create(
+    name: str,
+    topic: str,
+    http_url: str | None,
+    sink: str | None,
+    batch_sink: str | None,
+    timeout_s: float,
+    shards: int,
+    max_attempts: int,
+    backoff: str,
+    min_backoff_s: float,
+    max_backoff_s: float,
+    on_dlq: str,
+    start: bool,
+) -> None:
+    """Create subscription NAME on composite topic --topic with its RQ and DLQ."""
+    given = [
+        (kind, target)
+        for kind, target in (("http", http_url), ("callable", sink), ("batch", batch_sink))
+        if target
+    ]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --http URL, --sink NAME or --batch-sink NAME")
+    endpoint = EndpointSpec(given[0][0], given[0][1] or "", timeout_s)
+    retry = RetryPolicy(max_attempts, Backoff(backoff), min_backoff_s, max_backoff_s)
+    registry, metadata = _stores()
+    echo_json(
+        ops.create(registry, metadata, name, topic, endpoint, shards, retry, OnDlq(on_dlq), start).to_json()
+    )
+
+
+@subscription.command()
+@click.argument("name")
+def describe(name: str) -> None:
+    """Definition, lag per shard and DLQ depth, as JSON."""
+    registry, metadata = _stores()
+    echo_json({"definition": registry.get(name).to_json(), **ops.lag_report(registry, metadata, name)})
+
+
+@subscription.command()
+@click.argument("name")
+def start(name: str) -> None:
+    """Let workers run the subscription's shards."""
+    echo_json(ops.set_status(_stores()[0], name, Status.RUNNING).to_json())
+
+
+@subscription.command()
+@click.argument("name")
+def stop(name: str) -> None:
+    """Stop the subscription's shards (offsets stay committed)."""
+    echo_json(ops.set_status(_stores()[0], name, Status.STOPPED).to_json())
+
+
+@subscription.command()
+@click.argument("name")
+@click.option("--keep-topics", is_flag=True, help="keep the RQ and DLQ composite topics")
+def delete(name: str, keep_topics: bool) -> None:
+    """Delete the subscription (and its RQ/DLQ topics unless --keep-topics)."""
+    registry, metadata = _stores()
+    sub = registry.get(name)
+    registry.delete(name)
+    if not keep_topics:
+        for topic in (sub.rq_topic, sub.dlq_topic):
+            metadata.delete(topic)
+    echo_json({"deleted": name})
+
+
+@subscription.command("change-shards")
+@click.argument("name")
+@click.argument("shard_count", type=int)
+def change_shards(name: str, shard_count: int) -> None:
+    """ChangeShardCount to SHARD_COUNT (adds RQ/DLQ storage topics when needed)."""
+    registry, metadata = _stores()
+    echo_json(ops.change_shards(registry, metadata, name, shard_count).to_json())
+
+
+@subscription.command("reset-offset")
+@click.argument("name")
+@click.option("--queue", type=click.Choice(["mq", "rq", "dlq"]), default="mq", show_default=True)
+@click.option("--storage-idx", type=int, help="storage topic index (with --offset)")
+@click.option("--offset", type=int)
+@click.option("--timestamp-ms", type=int)
+def reset_offset(
+    name: str, queue: str, storage_idx: int | None, offset: int | None, timestamp_ms: int | None
+) -> None:
+    """MQ: rewind/fast-forward; RQ/DLQ: fast-forward only. The subscription must be stopped."""
+    registry, metadata = _stores()
+    echo_json(ops.reset_offset(registry, metadata, name, queue, storage_idx, offset, timestamp_ms))
+
+
+@subscription.group(cls=HubstreamGroup)
+def dlq() -> None:
+    """Browse the dead-letter queue and replay (unsideline) messages from it."""
+
+
+@dlq.command("list")
+@click.argument("name")
+@click.option("--group", "group_id")
+@click.option("--message-id")
+@click.option("--since-ms", type=int)
+@click.option("--until-ms", type=int)
+@click.option("--limit", type=int, default=100, show_default=True)
+def dlq_list(
+    name: str,
+    group_id: str | None,
+    message_id: str | None,
+    since_ms: int | None,
+    until_ms: int | None,
+    limit: int,
+) -> None:
+    """DLQ records with their failure reason (error class, message, source)."""
+    registry, metadata = _stores()
+    echo_json(ops.dlq_list(metadata, registry.get(name), group_id, message_id, since_ms, until_ms, limit))
+
+
+@dlq.command("unsideline")
+@click.argument("name")
+@click.option("--group", "group_id")
+@click.option("--message-id")
+@click.option("--since-ms", type=int, help="failed at or after (epoch ms)")
+@click.option("--until-ms", type=int, help="failed at or before (epoch ms)")
+@click.option("--all", "everything", is_flag=True, help="every unresolved DLQ message")
+def dlq_unsideline(
+    name: str,
+    group_id: str | None,
+    message_id: str | None,
+    since_ms: int | None,
+    until_ms: int | None,
+    everything: bool,
+) -> None:
+    """Replay the selected unresolved DLQ messages through RQ in group order (subscription stopped).
+
+    A replay that fails again goes back to DLQ once (reason replay-failed); nothing loops.
+    """
+    selection = ReplaySelection(group_id, message_id, since_ms, until_ms)
+    if selection == ReplaySelection() and not everything:
+        raise click.UsageError("select messages with --group, --message-id, --since-ms/--until-ms, or --all")
+    registry, metadata = _stores()
+    echo_json(unsideline(get_settings(), registry, metadata, name, selection))

@@ -1,0 +1,235 @@
+"""Producers for composite topics: route each message to the storage topic at the produce
+pointer and the partition the shard-consistent router picks. Sync and async flavours share
+one routing path (`RoutedTarget`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaError, Message, Producer
+
+from app.composite.errors import InvalidPayload
+from app.composite.model import CompositeTopic, check_group_id
+from app.composite.store import MetadataStore
+from app.errors import ServiceUnavailable
+from app.settings import Settings
+
+__all__ = ["AsyncCompositeProducer", "CompositeProducer", "Delivered", "ProduceFailed", "encode_payload"]
+
+Payload = bytes | str | Mapping[str, Any] | list[Any] | int | float | bool | None
+Headers = Mapping[str, str | bytes]
+
+
+class ProduceFailed(ServiceUnavailable):
+    """The broker did not confirm a produced message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    topic: str
+    partition: int
+    offset: int
+
+
+def encode_payload(payload: Payload, max_bytes: int) -> bytes:
+    if isinstance(payload, bytes):
+        data = payload
+    elif isinstance(payload, str):
+        data = payload.encode("utf-8")
+    else:
+        try:
+            data = orjson.dumps(payload)
+        except TypeError as exc:
+            raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from exc
+    if len(data) > max_bytes:
+        raise InvalidPayload(f"payload of {len(data)} bytes exceeds MAX_PAYLOAD_BYTES={max_bytes}")
+    return data
+
+
+def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 500000,
+        "compression.type": "none",
+        "message.max.bytes": max(settings.max_payload_bytes + 65536, 1_000_000),
+    }
+    config.update(overrides)
+    return config
+
+
+class RoutedTarget:
+    """Holds a composite topic's definition, refreshed at an interval, and routes group ids.
+
+    Routes are cached per group id for the current definition (recipients repeat, hashing
+    and validation then cost one dict lookup); any change of the definition clears the cache.
+    """
+
+    MAX_CACHED_ROUTES = 200_000
+
+    def __init__(self, store: MetadataStore, name: str, refresh_s: float, max_group_id_bytes: int) -> None:
+        self.store = store
+        self.name = name
+        self.refresh_s = refresh_s
+        self.max_group_id_bytes = max_group_id_bytes
+        self.topic: CompositeTopic = store.get(name)
+        self._routes: dict[str, tuple[str, int, bytes]] = {}
+        self._next_refresh = time.monotonic() + refresh_s
+
+    def target(self, group_id: str) -> tuple[str, int, bytes]:
+        """(storage topic, partition, encoded key) for a group id."""
+        if time.monotonic() >= self._next_refresh:
+            latest = self.store.get(self.name)
+            if latest != self.topic:
+                self.topic = latest
+                self._routes.clear()
+            self._next_refresh = time.monotonic() + self.refresh_s
+        route = self._routes.get(group_id)
+        if route is None:
+            check_group_id(group_id, self.max_group_id_bytes)
+            topic, partition = self.topic.target(group_id)
+            route = (topic, partition, group_id.encode("utf-8"))
+            if len(self._routes) >= self.MAX_CACHED_ROUTES:
+                self._routes.clear()
+            self._routes[group_id] = route
+        return route
+
+
+def _headers(headers: Headers | None) -> list[tuple[str, bytes]] | None:
+    if not headers:
+        return None
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in headers.items()]
+
+
+class CompositeProducer:
+    """Synchronous producer bound to one composite topic; call `flush()` to confirm delivery."""
+
+    def __init__(
+        self, settings: Settings, name: str, store: MetadataStore | None = None, **config: Any
+    ) -> None:
+        self.settings = settings
+        self._store = store or MetadataStore(settings.bootstrap, settings.metadata_topic)
+        self._router = RoutedTarget(
+            self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
+        )
+        self._errors: list[str] = []
+        self._max_payload_bytes = settings.max_payload_bytes
+        # Delivery reports for failures only: a per-message Python callback would cost
+        # more than the rest of produce(); flush() raises if any report arrived.
+        self._producer = Producer(
+            producer_config(
+                settings, **{"delivery.report.only.error": True, "on_delivery": self._on_delivery, **config}
+            )
+        )
+        self.produced = 0
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def produce(self, group_id: str, payload: Payload, headers: Headers | None = None) -> tuple[str, int]:
+        topic, partition, key = self._router.target(group_id)
+        value = encode_payload(payload, self._max_payload_bytes)
+        while True:
+            try:
+                if headers:
+                    self._producer.produce(topic, value, key, partition, headers=_headers(headers))
+                else:
+                    self._producer.produce(topic, value, key, partition)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+        self.produced += 1
+        return topic, partition
+
+    def flush(self, timeout_s: float = 60.0) -> None:
+        remaining = self._producer.flush(timeout_s)
+        if remaining:
+            raise ProduceFailed(f"{remaining} messages not confirmed within {timeout_s:.0f} s")
+        if self._errors:
+            errors, self._errors = self._errors, []
+            raise ProduceFailed(f"{len(errors)} messages failed; first: {errors[0]}")
+
+    def close(self) -> None:
+        self.flush()
+        self._store.close()
+
+    def __enter__(self) -> CompositeProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncCompositeProducer:
+    """asyncio producer: `await produce(...)` returns once the broker confirmed the message."""
+
+    def __init__(
+        self, settings: Settings, name: str, store: MetadataStore | None = None, **config: Any
+    ) -> None:
+        self.settings = settings
+        self._store = store or MetadataStore(settings.bootstrap, settings.metadata_topic)
+        self._router = RoutedTarget(
+            self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
+        )
+        self._producer = Producer(producer_config(settings, **config))
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name=f"produce-{name}", daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    async def produce(self, group_id: str, payload: Payload, headers: Headers | None = None) -> Delivered:
+        topic, partition, key = self._router.target(group_id)
+        value = encode_payload(payload, self.settings.max_payload_bytes)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Delivered] = loop.create_future()
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                result: Delivered | Exception = ProduceFailed(f"{msg.topic()}[{msg.partition()}]: {err}")
+            else:
+                result = Delivered(msg.topic(), msg.partition(), msg.offset())
+            loop.call_soon_threadsafe(_settle, future, result)
+
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    headers=_headers(headers),
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                await asyncio.sleep(0.05)
+        return await future
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._producer.flush, 30)
+        self._stop.set()
+        self._poller.join(timeout=5)
+        self._store.close()
+
+
+def _settle(future: asyncio.Future[Delivered], result: Delivered | Exception) -> None:
+    if future.done():
+        return
+    if isinstance(result, Exception):
+        future.set_exception(result)
+    else:
+        future.set_result(result)

@@ -1,0 +1,340 @@
+"""The event store engine: load (tip, unfolds, cache), decide, and sync with optimistic retries.
+
+Pure of any database: it reads and writes through a StreamStorage port. A sync writes the calved
+batch (deterministic id) first and then replaces the tip with If-Match on the etag it loaded, so
+the tip replace is the single commit point. On WriteConflict it reads what changed since its
+version, folds it in, decides again, and gives up after ``max_sync_attempts`` with SyncConflict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from app.eventstore.access import (
+    AccessStrategy,
+    RollingState,
+    Snapshot,
+    Unoptimized,
+    check_strategy,
+    origin_predicate,
+    unfolds_to_write,
+)
+from app.eventstore.cache import Cache, CacheEntry
+from app.eventstore.codec import Codec
+from app.eventstore.decider import Decider
+from app.eventstore.errors import EventStoreConfigError, SyncConflict, UnknownEventCase
+from app.eventstore.model import (
+    EncodedUnfold,
+    TipDocument,
+    check_stream_name,
+    plan_append,
+    plan_unfold_only,
+)
+from app.eventstore.ports import NOT_MODIFIED, StreamStorage, WriteConflict
+
+__all__ = ["CategoryStore", "EventStore", "Loaded", "StoreOptions"]
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+S = TypeVar("S")
+E = TypeVar("E")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded(Generic[S]):
+    """A stream's state at ``version`` (its next event index) and the tip etag it was read at."""
+
+    state: S
+    version: int
+    etag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    """Tuning of the tip and the sync loop."""
+
+    max_events_in_tip: int = 10
+    max_tip_json_bytes: int = 30_000
+    max_sync_attempts: int = 16
+    compress_unfolds_min_bytes: int = 256
+    retry_backoff_max_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_events_in_tip < 1 or self.max_sync_attempts < 1 or self.max_tip_json_bytes < 1:
+            raise EventStoreConfigError(
+                "max_events_in_tip, max_tip_json_bytes, max_sync_attempts must be >= 1"
+            )
+
+
+class EventStore:
+    """Streams kept through one StreamStorage (see app.eventstore.cosmos for the Cosmos one)."""
+
+    def __init__(self, storage: StreamStorage, options: StoreOptions | None = None) -> None:
+        self.storage = storage
+        self.options = options or StoreOptions()
+
+    def category(
+        self,
+        name: str,
+        decider: Decider[C, S, E],
+        codec: Codec[E],
+        access: AccessStrategy | None = None,
+        cache: Cache | None = None,
+    ) -> CategoryStore[C, S, E]:
+        return CategoryStore(self, name, decider, codec, access or Snapshot(), cache)
+
+
+class CategoryStore(Generic[C, S, E]):
+    """Load, query and transact the streams of one category."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        name: str,
+        decider: Decider[C, S, E],
+        codec: Codec[E],
+        access: AccessStrategy,
+        cache: Cache | None,
+    ) -> None:
+        check_strategy(access, decider)
+        self.name = name
+        self.decider = decider
+        self.codec = codec
+        self.access = access
+        self._storage = store.storage
+        self._options = store.options
+        self._cache = cache
+        self._is_origin = origin_predicate(access, decider)
+
+    # -- public API ---------------------------------------------------------------------------
+
+    async def load(self, stream: str, *, allow_stale_s: float = 0.0) -> Loaded[S]:
+        """The current state; with ``allow_stale_s`` a cached state that young skips the read."""
+        entry = await self._load_cached(check_stream_name(stream), allow_stale_s)
+        return Loaded(entry.state, entry.version, entry.etag)
+
+    async def query(self, stream: str, render: Callable[[S], T], *, allow_stale_s: float = 0.0) -> T:
+        return render((await self.load(stream, allow_stale_s=allow_stale_s)).state)
+
+    async def transact(self, stream: str, command: C, *, assume_cached: bool = False) -> Loaded[S]:
+        """Run ``decider.decide(command, state)`` and append its events; the resulting state.
+
+        With ``assume_cached`` a cached state is decided on without reading the tip first (the
+        If-Match write still catches a stale state and retries): one request less per append
+        for streams with one writer, but a decision with no events is not checked against the
+        store.
+        """
+
+        def decision(state: S) -> tuple[None, Sequence[E]]:
+            return None, self.decider.decide(command, state)
+
+        _, entry = await self._sync(check_stream_name(stream), decision, assume_cached)
+        return Loaded(entry.state, entry.version, entry.etag)
+
+    async def decide(
+        self, stream: str, decision: Callable[[S], tuple[R, Sequence[E]]], *, assume_cached: bool = False
+    ) -> R:
+        """Run ``decision(state) -> (result, events)``, append the events and return the result."""
+        result, _ = await self._sync(check_stream_name(stream), decision, assume_cached)
+        return result
+
+    async def read_events(self, stream: str) -> list[tuple[int, E]]:
+        """Every stored event with its index, oldest first (an audit read: one query)."""
+        stream = check_stream_name(stream)
+        tip = await self._storage.read_tip(stream, None)
+        if tip is None or tip is NOT_MODIFIED:
+            return []
+        out: list[tuple[int, E]] = []
+        async for page in self._storage.iter_batches(stream, 0, tip.index, descending=False):
+            for batch in page:
+                out.extend((batch.index + k, self.codec.decode(e)) for k, e in enumerate(batch.events))
+        out.extend((tip.index + k, self.codec.decode(e)) for k, e in enumerate(tip.events))
+        return out
+
+    # -- loading ------------------------------------------------------------------------------
+
+    async def _load_cached(self, stream: str, allow_stale_s: float) -> CacheEntry:
+        cached = self._cache.get(self.name, stream) if self._cache is not None else None
+        if cached is not None and allow_stale_s > 0 and self._now() - cached.stored_at_s <= allow_stale_s:
+            return cached
+        entry = await self._load(stream, cached)
+        if self._cache is not None:
+            self._cache.put(self.name, stream, entry)
+        return entry
+
+    def _now(self) -> float:
+        return self._cache.now_s() if self._cache is not None else 0.0
+
+    def _entry(self, state: S, version: int, tip: TipDocument | None) -> CacheEntry:
+        return CacheEntry(state, version, tip.etag if tip else None, tip, self._now())
+
+    async def _load(self, stream: str, prior: CacheEntry | None) -> CacheEntry:
+        tip = await self._storage.read_tip(stream, prior.etag if prior else None)
+        if tip is NOT_MODIFIED:
+            assert prior is not None
+            return self._entry(prior.state, prior.version, prior.tip)
+        if tip is None:
+            return self._entry(self.decider.initial, 0, None)
+        self._check_cases(tip)
+        if prior is not None and prior.etag == tip.etag:
+            # The embedded endpoint answers the body where real Cosmos answers 304: fold nothing.
+            return self._entry(prior.state, prior.version, tip)
+        if prior is not None and not isinstance(self.access, RollingState) and prior.tip is not None:
+            if tip.index <= prior.version <= tip.next_index:
+                since = tip.events[prior.version - tip.index :]
+                state = self.decider.fold(prior.state, (self.codec.decode(e) for e in since))
+                return self._entry(state, tip.next_index, tip)
+            if isinstance(self.access, Unoptimized) and prior.version < tip.index:
+                return await self._fold_forward(stream, prior.state, prior.version, tip)
+        return await self._reconstruct(stream, tip)
+
+    def _check_cases(self, tip: TipDocument) -> None:
+        """Refuse a tip holding an event this codec cannot read, even when the cache spares its
+        decoding: a write would otherwise carry it forward in a tip this writer cannot fold."""
+        for offset, event in enumerate(tip.events):
+            if not self.codec.knows(event.case):
+                raise UnknownEventCase(
+                    f"stream {tip.stream!r} event {tip.index + offset}: unknown case {event.case!r}; "
+                    f"this codec knows {self.codec.cases}"
+                )
+
+    async def _fold_forward(self, stream: str, state: S, from_index: int, tip: TipDocument) -> CacheEntry:
+        async for page in self._storage.iter_batches(stream, from_index, tip.index, descending=False):
+            for batch in page:
+                skip = max(0, from_index - batch.index)
+                state = self.decider.fold(state, (self.codec.decode(e) for e in batch.events[skip:]))
+        state = self.decider.fold(state, (self.codec.decode(e) for e in tip.events))
+        return self._entry(state, tip.next_index, tip)
+
+    def _decode_unfolds(self, tip: TipDocument) -> tuple[int, list[E]] | None:
+        """The newest unfold group, decoded; None when there is none this codec can read."""
+        if not tip.unfolds:
+            return None
+        index = max(u.index for u in tip.unfolds)
+        try:
+            events = [self.codec.decode(u.event) for u in tip.unfolds if u.index == index]
+        except UnknownEventCase:
+            # A snapshot written by another schema version is only an optimisation: skip it.
+            log.warning("stream %s: ignoring unfolds this codec cannot decode", tip.stream)
+            return None
+        return index, events
+
+    async def _reconstruct(self, stream: str, tip: TipDocument) -> CacheEntry:
+        initial = self.decider.initial
+        if isinstance(self.access, RollingState):
+            group = self._decode_unfolds(tip)
+            unfolded = group[1] if group else []
+            return self._entry(self.decider.fold(initial, unfolded), tip.next_index, tip)
+        tip_events = [self.codec.decode(e) for e in tip.events]
+        if isinstance(self.access, Unoptimized):
+            return await self._fold_forward(stream, initial, 0, tip)
+        for k in range(len(tip_events) - 1, -1, -1):
+            if self._is_origin(tip_events[k]):
+                return self._entry(self.decider.fold(initial, tip_events[k:]), tip.next_index, tip)
+        group = self._decode_unfolds(tip)
+        if group is not None and tip.index <= group[0] <= tip.next_index:
+            index, unfolded = group
+            for k in range(len(unfolded) - 1, -1, -1):
+                if self._is_origin(unfolded[k]):
+                    state = self.decider.fold(initial, unfolded[k:])
+                    state = self.decider.fold(state, tip_events[index - tip.index :])
+                    return self._entry(state, tip.next_index, tip)
+        return await self._fold_backward(stream, tip, tip_events)
+
+    async def _fold_backward(self, stream: str, tip: TipDocument, tip_events: list[E]) -> CacheEntry:
+        """Read batches newest first until an origin event; fold from there (or from initial)."""
+        newer_first: list[E] = list(reversed(tip_events))
+        found = False
+        async for page in self._storage.iter_batches(stream, 0, tip.index, descending=True):
+            for batch in page:
+                for encoded in reversed(batch.events):
+                    event = self.codec.decode(encoded)
+                    newer_first.append(event)
+                    if self._is_origin(event):
+                        found = True
+                        break
+                if found:
+                    break
+            if found:
+                break
+        return self._entry(
+            self.decider.fold(self.decider.initial, reversed(newer_first)), tip.next_index, tip
+        )
+
+    # -- syncing ------------------------------------------------------------------------------
+
+    async def _sync(
+        self, stream: str, decision: Callable[[S], tuple[R, Sequence[E]]], assume_cached: bool
+    ) -> tuple[R, CacheEntry]:
+        current = await self._load_cached(stream, float("inf") if assume_cached else 0.0)
+        attempts = self._options.max_sync_attempts
+        for attempt in range(1, attempts + 1):
+            result, decided = decision(current.state)
+            events = list(decided)
+            if not events:
+                return result, current
+            encoded = [self.codec.encode(e) for e in events]
+            state = self.decider.fold(current.state, events)
+            rolling = isinstance(self.access, RollingState)
+            version = current.version if rolling else current.version + len(events)
+            unfolds = [
+                EncodedUnfold(version, self.codec.encode(u))
+                for u in unfolds_to_write(self.access, self.decider, state)
+            ]
+            try:
+                tip = await self._write(stream, current, encoded, unfolds)
+            except WriteConflict:
+                expected = current.version
+                current = await self._load(stream, current)
+                log.info(
+                    "stream %s: conflict at version=%d (now %d), attempt %d/%d",
+                    stream, expected, current.version, attempt, attempts,
+                )  # fmt: skip
+                if attempt < attempts:
+                    await asyncio.sleep(
+                        random.uniform(0, self._options.retry_backoff_max_s * attempt / attempts)
+                    )
+                continue
+            entry = self._entry(state, version, tip)
+            if self._cache is not None:
+                self._cache.put(self.name, stream, entry)
+            return result, entry
+        if self._cache is not None:
+            self._cache.invalidate(self.name, stream)
+        raise SyncConflict(
+            f"stream {stream!r}: gave up after {attempts} attempts lost to concurrent writers; "
+            f"last decided at version {current.version} (etag {current.etag})"
+        )
+
+    async def _write(
+        self, stream: str, current: CacheEntry, events: list[Any], unfolds: list[EncodedUnfold]
+    ) -> TipDocument:
+        opts = self._options
+        if isinstance(self.access, RollingState):
+            new_tip, calved = plan_unfold_only(stream, current.tip, unfolds), None
+        else:
+            plan = plan_append(
+                stream,
+                current.tip,
+                events,
+                unfolds,
+                max_events=opts.max_events_in_tip,
+                max_json_bytes=opts.max_tip_json_bytes,
+            )
+            new_tip, calved = plan.tip, plan.calved
+        if calved is not None:
+            await self._storage.write_batch(calved)
+        if current.tip is None:
+            etag = await self._storage.create_tip(new_tip)
+        else:
+            assert current.tip.etag is not None, "a stored tip always has an etag"
+            etag = await self._storage.replace_tip(new_tip, current.tip.etag)
+        return TipDocument(new_tip.stream, new_tip.index, new_tip.events, new_tip.unfolds, etag)

@@ -1,0 +1,279 @@
+"""The main job (`hubstream run`, what `make run` runs): the whole flow on the embedded stack.
+
+1. start the stack and two workers; create `data-available`, the `hub-feed` subscription (batch
+   sink `hub`) and the MySQL mirror pipeline;
+2. generate a sample of DataAvailable events (with a few invalid rows) and ingest it with Spark
+   under an exact batch;
+3. wait until the batch is complete and the mirror has caught up;
+4. peek and dequeue one bundle for one actor through the HTTP API;
+5. print counts read back from Kafka, Cosmos DB and MySQL (never from in-process counters).
+Every step is idempotent: a second run reuses the topic, the subscription and the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+import orjson
+import pymysql
+import yaml
+from rich.console import Console
+
+from app.composite.store import MetadataStore
+from app.errors import ServiceUnavailable
+from app.kafka.admin import true_end_offsets
+from app.settings import Settings
+from app.stack import stack_up
+from app.stack.process import ManagedProcess
+from app.stack.services import start_workers, web_answers
+
+__all__ = ["MainJobOptions", "run_main_job"]
+
+PIPELINE_EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "examples" / "pipelines" / "data_available_mysql.yaml"
+)
+MIRROR_TABLE = "data_available"
+MIRROR_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {MIRROR_TABLE} (id VARCHAR(64) PRIMARY KEY, recipient VARCHAR(256),"
+    " origin VARCHAR(64), message_type VARCHAR(256), weight INT, bundleable BOOL, batch_item_id VARCHAR(64))"
+)
+
+
+@dataclass(frozen=True)
+class MainJobOptions:
+    events: int = 200_000
+    recipients: int = 1000
+    invalid: int = 25
+    workers: int = 2
+    partitions: int = 12
+    shards: int = 2
+    timeout_s: float = 1800.0
+    topic: str = "data-available"
+    subscription: str = "hub-feed"
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(f"[bold cyan]hubstream run[/] {text}")
+
+
+def _wait(
+    what: str, check: Callable[[], bool], timeout_s: float, console: Console, every_s: float = 2.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    with console.status(what):
+        while not check():
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"timed out after {timeout_s:.0f} s waiting for: {what}")
+            time.sleep(every_s)
+
+
+def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
+    from app.subscription import ops
+    from app.subscription.model import EndpointSpec, Status
+    from app.subscription.registry import SubscriptionRegistry
+
+    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+    try:
+        metadata.create(options.topic, options.partitions, exist_ok=True)
+        if options.subscription not in registry.refresh():
+            ops.create(
+                registry,
+                metadata,
+                options.subscription,
+                options.topic,
+                EndpointSpec("batch", "hub", timeout_s=60.0),
+                shard_count=options.shards,
+                start=True,
+            )
+        else:
+            ops.set_status(registry, options.subscription, Status.RUNNING)
+    finally:
+        metadata.close()
+
+
+def _mysql(settings: Settings) -> Any:
+    target = settings.mysql
+    return pymysql.connect(
+        host=target.host,
+        port=target.port,
+        user=target.user,
+        password=target.password,
+        database=target.database,
+    )
+
+
+def _mysql_rows(settings: Settings) -> int:
+    conn = _mysql(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(MIRROR_DDL)
+            cur.execute(f"SELECT COUNT(*) FROM {MIRROR_TABLE}")
+            row = cur.fetchone()
+            return int(row[0]) if row else 0
+    finally:
+        conn.close()
+
+
+def _pipeline_process(settings: Settings, topic: str) -> ManagedProcess:
+    """The mirror pipeline runs as its own process (its own Faust app and datadir), from the
+    example definition with this run's topic."""
+    home = settings.home / "pipeline-mirror"
+    home.mkdir(parents=True, exist_ok=True)
+    definition = yaml.safe_load(PIPELINE_EXAMPLE.read_text())
+    definition["name"] = f"{topic}-mysql"
+    definition["reader"]["topic"] = topic
+    path = home / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(definition))
+    port = settings.web_port + 10
+    argv = [sys.executable, "-m", "app.cli.main", "pipeline", "run", str(path), "--loglevel", "warn"]
+    return ManagedProcess(
+        name="pipeline-mirror",
+        argv=argv,
+        home=settings.home,
+        healthy=lambda: web_answers("127.0.0.1", port),
+        env={"HUBSTREAM_HOME": str(home), "WEB_PORT": str(port)},
+        start_timeout_s=120.0,
+    )
+
+
+def _storage_ends(settings: Settings, name: str) -> int:
+    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    try:
+        topic = metadata.get(name)
+    finally:
+        metadata.close()
+    tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+    return sum(true_end_offsets(settings.bootstrap, tps))
+
+
+def _delivered(settings: Settings, options: MainJobOptions) -> tuple[int, int]:
+    """(consumed from data-available by the subscription, dead-lettered), read from Kafka."""
+    from app.subscription import ops
+    from app.subscription.registry import SubscriptionRegistry
+
+    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+    try:
+        lag = ops.lag_report(registry, metadata, options.subscription)
+        produced = _storage_ends(settings, options.topic)
+        pending = sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])
+        return produced - pending, int(lag["dlq_depth"])
+    finally:
+        metadata.close()
+
+
+async def _hub_visible(settings: Settings, recipients: list[str]) -> int:
+    """Events actors can see (saved and not yet dequeued), summed over recipients, from Cosmos DB."""
+    from app.hub.service import MessageHub
+
+    hub = await MessageHub.open(settings)
+    try:
+        limit = asyncio.Semaphore(8)
+
+        async def one(recipient: str) -> int:
+            async with limit:
+                return sum((await hub.depth(recipient)).values())
+
+        return sum(await asyncio.gather(*(one(r) for r in recipients)))
+    finally:
+        await hub.close()
+
+
+def _actor_token(settings: Settings, actor: str) -> str:
+    now = int(time.time())
+    claims = {"sub": actor, "iat": now, "exp": now + 600}
+    return jwt.encode(claims, settings.hub_jwt_secret.get_secret_value(), algorithm="HS256")
+
+
+def _peek_and_dequeue(settings: Settings, actor: str) -> dict[str, Any]:
+    import urllib.request
+
+    base = f"http://127.0.0.1:{settings.web_port}"
+    headers = {"Authorization": f"Bearer {_actor_token(settings, actor)}"}
+    request = urllib.request.Request(f"{base}/api/peek", headers=headers)
+    with urllib.request.urlopen(request, timeout=120) as response:
+        if response.status == 204:
+            return {"actor": actor, "bundle": None}
+        bundle: dict[str, Any] = orjson.loads(response.read())
+    bundle_id = bundle["bundleId"]
+    request = urllib.request.Request(
+        f"{base}/api/dequeue?bundleId={bundle_id}", headers=headers, method="DELETE"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        dequeued = response.status
+    return {"actor": actor, "bundle": bundle, "dequeue_status": dequeued}
+
+
+def run_main_job(
+    settings: Settings, options: MainJobOptions, console: Console | None = None
+) -> dict[str, Any]:
+    from spark_ingest.job import IngestOptions, run_ingest
+    from spark_ingest.sample import SampleSpec, generate, recipient_ids
+
+    console = console or Console(stderr=True)
+    started = time.monotonic()
+    _say(console, "starting the embedded stack")
+    console.print_json(orjson.dumps(stack_up(settings).as_dict()).decode())
+    _say(console, f"starting {options.workers} workers")
+    for line in start_workers(settings, options.workers):
+        console.print(f"  {line}")
+    _ensure_topology(settings, options)
+    _mysql_rows(settings)  # creates the mirror table
+    _say(console, "starting the MySQL mirror pipeline")
+    _pipeline_process(settings, options.topic).start()
+
+    sample = settings.home / "data" / f"sample-{options.events}.parquet"
+    if not sample.exists():
+        _say(console, f"generating {options.events:,} events for {options.recipients:,} recipients")
+        generate(SampleSpec(options.events, options.recipients, options.invalid), sample)
+    _say(console, "Spark ingest into data-available under an exact batch (waits for completion)")
+    summary = run_ingest(
+        IngestOptions(
+            path=str(sample),
+            topic=options.topic,
+            batch=True,
+            wait=True,
+            batch_url=f"http://127.0.0.1:{settings.web_port}",
+            wait_timeout_s=options.timeout_s,
+        ),
+        settings,
+        report=lambda line: console.print(f"  {line}"),
+    )
+    produced = _storage_ends(settings, options.topic)
+    _wait(
+        "the MySQL mirror catching up",
+        lambda: _mysql_rows(settings) >= summary.produced,
+        options.timeout_s,
+        console,
+    )
+    recipients = recipient_ids(options.recipients)
+    _say(console, "reading back what actors can see in the hub")
+    hub_saved = asyncio.run(_hub_visible(settings, recipients))
+    _say(console, f"peek and dequeue one bundle for actor {recipients[0]}")
+    shown = _peek_and_dequeue(settings, recipients[0])
+    bundle = shown["bundle"]
+    if bundle is not None:
+        events = bundle.get("events", [])
+        console.print(
+            f"  bundle {bundle.get('bundleId')}: {len(events)} events, first {events[0] if events else None}"
+        )
+    delivered, dead_lettered = _delivered(settings, options)
+    return {
+        "events_in": summary.rows_read,
+        "rejected": summary.rejected,
+        "produced": produced,
+        "delivered": delivered - dead_lettered,
+        "dead_lettered": dead_lettered,
+        "hub_saved": hub_saved,
+        "mysql_rows": _mysql_rows(settings),
+        "batch_complete": bool(summary.batch_complete),
+        "seconds": round(time.monotonic() - started, 1),
+    }

@@ -1,0 +1,103 @@
+"""An actor's bundle lifecycle as an event-sourced decider: BundlePeeked, BundleDequeued.
+
+State: the open (peeked, not dequeued) bundles, at most one per domain, plus the ids of
+recently dequeued bundles so a reused bundle id is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from app.hub.bundling import BundleRef
+from app.hub.errors import BundleIdConflict
+
+__all__ = [
+    "ActorBundles",
+    "ActorEvent",
+    "BundleDequeued",
+    "BundlePeeked",
+    "decide_dequeue",
+    "decide_peek",
+    "evolve",
+    "open_bundle_for",
+]
+
+REMEMBERED_DEQUEUED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class BundlePeeked:
+    bundle: BundleRef
+
+
+@dataclass(frozen=True, slots=True)
+class BundleDequeued:
+    bundle_id: str
+
+
+ActorEvent = BundlePeeked | BundleDequeued
+
+
+@dataclass(frozen=True, slots=True)
+class ActorBundles:
+    open: tuple[BundleRef, ...] = ()
+    dequeued_ids: tuple[str, ...] = ()
+
+    def find(self, bundle_id: str) -> BundleRef | None:
+        return next((b for b in self.open if b.bundle_id == bundle_id), None)
+
+
+def evolve(state: ActorBundles, event: ActorEvent) -> ActorBundles:
+    if isinstance(event, BundlePeeked):
+        return replace(state, open=(*state.open, event.bundle))
+    return replace(
+        state,
+        open=tuple(b for b in state.open if b.bundle_id != event.bundle_id),
+        dequeued_ids=(*state.dequeued_ids, event.bundle_id)[-REMEMBERED_DEQUEUED:],
+    )
+
+
+def open_bundle_for(state: ActorBundles, domains: Sequence[str], bundle_id: str | None) -> BundleRef | None:
+    """The open bundle a peek for `domains` must return again, if any.
+
+    A supplied id that is neither the open bundle's nor new is refused (409).
+    """
+    if bundle_id is not None and bundle_id in state.dequeued_ids:
+        raise BundleIdConflict(f"bundle {bundle_id} was already dequeued; peek with a new bundle id")
+    existing = next((b for b in state.open if b.domain in domains), None)
+    if existing is None:
+        if bundle_id is not None and state.find(bundle_id) is not None:
+            raise BundleIdConflict(f"bundle {bundle_id} is open for another domain")
+        return None
+    if bundle_id is not None and bundle_id != existing.bundle_id:
+        raise BundleIdConflict(
+            f"bundle {existing.bundle_id} is still open for {existing.domain}; dequeue it before peeking"
+            f" with a new bundle id"
+        )
+    return existing
+
+
+def decide_peek(
+    candidate: BundleRef, domains: Sequence[str]
+) -> Callable[[ActorBundles], tuple[BundleRef, list[ActorEvent]]]:
+    """Record `candidate` unless a concurrent peek opened a bundle for these domains first."""
+
+    def decision(state: ActorBundles) -> tuple[BundleRef, list[ActorEvent]]:
+        existing = next((b for b in state.open if b.domain in domains), None)
+        if existing is not None:
+            return existing, []
+        return candidate, [BundlePeeked(candidate)]
+
+    return decision
+
+
+def decide_dequeue(bundle_id: str) -> Callable[[ActorBundles], tuple[bool, list[ActorEvent]]]:
+    """Close the bundle; False (no events) when it is no longer open."""
+
+    def decision(state: ActorBundles) -> tuple[bool, list[ActorEvent]]:
+        if state.find(bundle_id) is None:
+            return False, []
+        return True, [BundleDequeued(bundle_id)]
+
+    return decision

@@ -1,0 +1,265 @@
+"""Cosmos DB plumbing for the hub: containers, request counting, document codecs, batched creates.
+
+Only what both real Cosmos DB and the embedded endpoint support: point CRUD, replace with
+If-Match, partition-scoped queries. `execute_item_batch` is used as a bulk create only (the
+embedded endpoint does not make it atomic): a failed batch falls back to single creates where
+409 (already there) counts as done, so the outcome is the same under both semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.cosmos import exceptions
+from azure.cosmos.aio import ContainerProxy
+
+from app.dataavailable import DataAvailable
+from app.errors import ServiceUnavailable
+from app.hub.model import CabinetKey, CatalogEntry, Claim, DrawerHead, DrawerState, Ledger, StoredEvent
+
+__all__ = [
+    "BATCH_LIMIT",
+    "HubContainers",
+    "RequestCounter",
+    "catalog_doc",
+    "catalog_from_doc",
+    "drawer_doc",
+    "drawer_from_doc",
+    "event_doc",
+    "event_from_doc",
+    "ledger_doc",
+    "ledger_from_doc",
+]
+
+BATCH_LIMIT = 100  # operations per Cosmos batch request
+EVENT_FIELDS = "c.seq, c.eid, c.r, c.o, c.mt, c.w, c.b, c.bi"
+
+
+@dataclass
+class RequestCounter:
+    """Cosmos requests issued (query pages count one each); the bench reads it."""
+
+    total: int = 0
+    etag_conflicts: int = 0  # If-Match replaces refused (412): a concurrent writer won, we retried
+
+    def add(self, n: int = 1) -> None:
+        self.total += n
+
+
+@dataclass
+class HubContainers:
+    events: ContainerProxy  # pk: drawer id
+    drawers: ContainerProxy  # pk: cabinet key
+    catalog: ContainerProxy  # pk: recipient|domain
+    ledgers: ContainerProxy  # pk: recipient
+    ids: ContainerProxy  # pk: id bucket (idempotency index)
+    point_reads: bool = True  # False on the embedded endpoint (see `read`)
+    counter: RequestCounter = field(default_factory=RequestCounter)
+    write_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
+
+    async def query(
+        self,
+        container: ContainerProxy,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> list[dict[str, Any]]:
+        return [
+            doc async for page in self.pages(container, sql, partition_key, params, page_size) for doc in page
+        ]
+
+    async def pages(
+        self,
+        container: ContainerProxy,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        parameters = [{"name": name, "value": value} for name, value in (params or {}).items()]
+        pager = container.query_items(
+            sql, parameters=parameters, partition_key=partition_key, max_item_count=page_size
+        ).by_page()
+        try:
+            async for page in pager:
+                self.counter.add()
+                yield [doc async for doc in page]
+        except exceptions.CosmosHttpResponseError as exc:
+            raise ServiceUnavailable(f"Cosmos query on {container.id} failed: {exc.status_code}") from exc
+
+    async def read(self, container: ContainerProxy, doc_id: str, partition_key: str) -> dict[str, Any] | None:
+        if not self.point_reads:
+            # The embedded endpoint answers a point read of a missing document with 500, which the SDK
+            # retries for ~0.5 s; a query by id costs one request there and returns nothing instead.
+            sql = "SELECT * FROM c WHERE c.pk = @pk AND c.id = @id"
+            found = await self.query(container, sql, partition_key, {"@pk": partition_key, "@id": doc_id})
+            return found[0] if found else None
+        self.counter.add()
+        try:
+            doc: dict[str, Any] = await container.read_item(doc_id, partition_key=partition_key)
+        except exceptions.CosmosResourceNotFoundError:
+            return None
+        except exceptions.CosmosHttpResponseError as exc:
+            raise ServiceUnavailable(f"Cosmos read on {container.id} failed: {exc.status_code}") from exc
+        return doc
+
+    async def create(self, container: ContainerProxy, doc: dict[str, Any]) -> bool:
+        """Create `doc`; False when a document with its id already exists."""
+        self.counter.add()
+        try:
+            await container.create_item(doc)
+        except exceptions.CosmosResourceExistsError:
+            return False
+        return True
+
+    async def replace_if_match(self, container: ContainerProxy, doc: dict[str, Any], etag: str) -> bool:
+        """Replace under If-Match; False on a stale etag (412) or a vanished document."""
+        self.counter.add()
+        try:
+            await container.replace_item(
+                doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
+            )
+        except exceptions.CosmosAccessConditionFailedError:
+            self.counter.etag_conflicts += 1
+            return False
+        except exceptions.CosmosResourceNotFoundError:
+            return False
+        return True
+
+    async def delete_if_match(
+        self, container: ContainerProxy, doc_id: str, partition_key: str, etag: str
+    ) -> bool:
+        """Delete under If-Match; False on a stale etag (412) or a vanished document."""
+        self.counter.add()
+        try:
+            await container.delete_item(
+                doc_id, partition_key=partition_key, etag=etag, match_condition=MatchConditions.IfNotModified
+            )
+        except exceptions.CosmosAccessConditionFailedError:
+            self.counter.etag_conflicts += 1
+            return False
+        except exceptions.CosmosResourceNotFoundError:
+            return False
+        return True
+
+    async def delete(self, container: ContainerProxy, doc_id: str, partition_key: str) -> None:
+        self.counter.add()
+        with contextlib.suppress(exceptions.CosmosResourceNotFoundError):
+            await container.delete_item(doc_id, partition_key=partition_key)
+
+    async def bulk_create(
+        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
+    ) -> None:
+        """Create documents of one partition in batches of 100, concurrently within the write gate."""
+        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
+        await asyncio.gather(*(self._create_chunk(container, partition_key, chunk) for chunk in chunks))
+
+    async def _create_chunk(
+        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
+    ) -> None:
+        async with self.write_gate:
+            self.counter.add()
+            try:
+                await container.execute_item_batch(
+                    [("create", (doc,)) for doc in docs], partition_key=partition_key
+                )
+                return
+            except exceptions.CosmosHttpResponseError:
+                pass  # a retry after a partial write: finish one by one, 409 means already there
+            for doc in docs:
+                await self.create(container, doc)
+
+
+def event_doc(stored: StoredEvent) -> dict[str, Any]:
+    event = stored.event
+    return {
+        "id": f"{stored.seq:016d}",
+        "pk": stored.drawer_id,
+        "seq": stored.seq,
+        "eid": event.id,
+        "r": event.recipient,
+        "o": event.origin,
+        "mt": event.message_type,
+        "w": event.weight,
+        "b": event.bundleable,
+        "bi": event.batch_item_id,
+    }
+
+
+def event_from_doc(doc: dict[str, Any], drawer_id: str) -> StoredEvent:
+    event = DataAvailable(doc["eid"], doc["r"], doc["o"], doc["mt"], doc["w"], doc["b"], doc.get("bi"))
+    return StoredEvent(event, doc["seq"], drawer_id)
+
+
+def drawer_doc(drawer: DrawerState) -> dict[str, Any]:
+    return {
+        "id": drawer.drawer_id,
+        "pk": drawer.cabinet.value,
+        "r": drawer.cabinet.recipient,
+        "d": drawer.cabinet.domain,
+        "mt": drawer.cabinet.message_type,
+        "ord": drawer.ordinal,
+        "last": drawer.last_seq,
+        "ack": drawer.ack_seq,
+        "from": drawer.unacked_from,
+        "used": drawer.used,
+        "acked": drawer.acked,
+    }
+
+
+def drawer_from_doc(doc: dict[str, Any]) -> DrawerState:
+    cabinet = CabinetKey(doc["r"], doc["d"], doc["mt"])
+    return DrawerState(
+        doc["id"],
+        cabinet,
+        doc["ord"],
+        doc["last"],
+        doc["ack"],
+        doc.get("from"),
+        doc["used"],
+        doc.get("acked", 0),
+    )
+
+
+def catalog_doc(entry: CatalogEntry) -> dict[str, Any]:
+    return {
+        "id": entry.entry_id,
+        "pk": entry.cabinet.catalog_partition,
+        "seq": entry.seq,
+        "drawer": entry.drawer_id,
+        "r": entry.cabinet.recipient,
+        "d": entry.cabinet.domain,
+        "mt": entry.cabinet.message_type,
+    }
+
+
+def catalog_from_doc(doc: dict[str, Any]) -> CatalogEntry:
+    return CatalogEntry(CabinetKey(doc["r"], doc["d"], doc["mt"]), doc["drawer"], doc["seq"])
+
+
+def ledger_doc(ledger: Ledger) -> dict[str, Any]:
+    return {
+        "id": ledger.recipient,
+        "pk": ledger.recipient,
+        "next": ledger.next_seq,
+        "fence": ledger.fence,
+        "claims": [[c.token, c.first_seq, c.last_seq, c.lease_until_s] for c in ledger.claims],
+        "voids": [list(v) for v in ledger.voids],
+        "heads": {cab: [h.drawer_id, h.ordinal, h.used] for cab, h in ledger.heads.items()},
+    }
+
+
+def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
+    return Ledger(
+        recipient=doc["id"],
+        next_seq=doc["next"],
+        claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
+        voids=tuple((f, last) for f, last in doc["voids"]),
+        heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
+    )

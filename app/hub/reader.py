@@ -1,0 +1,149 @@
+"""The cabinet reader: a cabinet's drawers read in order, up to N drawers fetched in parallel.
+
+Each drawer is read by a partition-scoped query ordered by sequence number, page by page.
+Pages of the next drawers are prefetched while the bundle still needs events, so a large
+bundle reads up to `parallel_drawers` partitions at once and a small one reads little more
+than it uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.hub.bundling import BundleBuilder
+from app.hub.cosmos_io import EVENT_FIELDS, HubContainers, event_from_doc
+from app.hub.model import DrawerState, StoredEvent
+
+__all__ = ["CabinetRead", "read_cabinet"]
+
+
+@dataclass
+class _DrawerCursor:
+    drawer: DrawerState
+    pages: AsyncIterator[list[dict[str, Any]]]
+    buffered: deque[StoredEvent] = field(default_factory=deque)
+    pending: asyncio.Task[list[dict[str, Any]] | None] | None = None
+    exhausted: bool = False
+
+    def fetch(self) -> None:
+        if self.pending is None and not self.exhausted:
+            self.pending = asyncio.ensure_future(_next_page(self.pages))
+
+    async def take_page(self) -> None:
+        self.fetch()
+        assert self.pending is not None
+        page = await self.pending
+        self.pending = None
+        if page is None:
+            self.exhausted = True
+        else:
+            self.buffered.extend(event_from_doc(doc, self.drawer.drawer_id) for doc in page)
+
+    async def aclose(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.pending
+        aclose = getattr(self.pages, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+async def _next_page(pages: AsyncIterator[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    try:
+        return await pages.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CabinetRead:
+    events: tuple[StoredEvent, ...]
+    next_seen: dict[str, int]  # drawer -> first event the bundle did not take
+
+
+def _events_query(
+    io: HubContainers, drawer: DrawerState, upto_seq: int, page_size: int
+) -> AsyncIterator[list[dict[str, Any]]]:
+    sql = (
+        f"SELECT {EVENT_FIELDS} FROM c WHERE c.pk = @pk AND c.seq > @after AND c.seq <= @upto ORDER BY c.seq"
+    )
+    params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq, "@upto": upto_seq}
+    return io.pages(io.events, sql, drawer.drawer_id, params, page_size)
+
+
+def _needed(builder: BundleBuilder) -> int:
+    """Events the bundle may still take, estimated from the average weight taken so far."""
+    left = builder.max_events - len(builder.events)
+    if builder.events:
+        average = max(1, builder.weight // len(builder.events))
+        left = min(left, (builder.max_weight - builder.weight) // average + 1)
+    return max(left, 1)
+
+
+async def read_cabinet(
+    io: HubContainers,
+    drawers: Sequence[DrawerState],
+    builder: BundleBuilder,
+    *,
+    fence: int,
+    is_void: Callable[[int], bool],
+    parallel_drawers: int,
+    page_size: int,
+) -> CabinetRead:
+    """Offer the drawers' unacknowledged events (up to the fence) to `builder` in sequence order."""
+    cursors = [_DrawerCursor(d, _events_query(io, d, fence, page_size)) for d in drawers]
+    next_seen: dict[str, int] = {}
+    try:
+        for index, cursor in enumerate(cursors):
+            while not builder.closed:
+                if not cursor.buffered:
+                    if cursor.exhausted:
+                        break
+                    _prefetch(cursors[index : index + parallel_drawers], builder)
+                    await cursor.take_page()
+                    continue
+                stored = cursor.buffered.popleft()
+                if is_void(stored.seq):
+                    continue
+                if not builder.offer(stored):
+                    next_seen[cursor.drawer.drawer_id] = stored.seq
+                    break
+            if builder.closed:
+                if cursor.drawer.drawer_id not in next_seen:
+                    follower = await _next_valid(cursor, is_void)
+                    if follower is not None:
+                        next_seen[cursor.drawer.drawer_id] = follower
+                break
+    finally:
+        await asyncio.gather(*(c.aclose() for c in cursors))
+    return CabinetRead(tuple(builder.events), next_seen)
+
+
+def _prefetch(window: Sequence[_DrawerCursor], builder: BundleBuilder) -> None:
+    """Keep one page fetch in flight for each drawer of the window while the bundle needs more."""
+    needed = _needed(builder)
+    ahead = 0
+    for cursor in window:
+        if ahead >= needed:
+            return
+        cursor.fetch()
+        ahead += len(cursor.buffered) + (cursor.drawer.used if cursor.pending is not None else 0)
+
+
+async def _next_valid(cursor: _DrawerCursor, is_void: Callable[[int], bool]) -> int | None:
+    while True:
+        if cursor.buffered:
+            stored = cursor.buffered.popleft()
+            if not is_void(stored.seq):
+                return stored.seq
+            continue
+        if cursor.exhausted:
+            return None
+        await cursor.take_page()

@@ -1,0 +1,371 @@
+"""The DataAvailable repository of seed 000 on Cosmos DB: Save, GetNextUnacknowledged, Acknowledge."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.dataavailable import DataAvailable
+from app.errors import ServiceUnavailable
+from app.hub.bundling import BundleBuilder, BundleRef
+from app.hub.cosmos_io import (
+    EVENT_FIELDS,
+    HubContainers,
+    catalog_doc,
+    catalog_from_doc,
+    drawer_doc,
+    drawer_from_doc,
+    event_doc,
+    event_from_doc,
+    ledger_doc,
+    ledger_from_doc,
+)
+from app.hub.errors import SaveLeaseLost
+from app.hub.model import (
+    CabinetKey,
+    CatalogEntry,
+    DrawerState,
+    Ledger,
+    Placement,
+    StoredEvent,
+    acknowledge_drawer,
+    allocate,
+    catalog_partition,
+    content_hash,
+    id_bucket,
+    reconcile_catalog,
+    release,
+    save_into_drawer,
+)
+from app.hub.reader import read_cabinet
+from app.hub.saving import IndexEntry, plan_save
+
+__all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
+
+MAX_CAS_ATTEMPTS = 50
+INDEX_ENTRIES_PER_DOC = 1000  # ~80 KB per index document
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryOptions:
+    drawer_capacity: int = 10_000
+    parallel_drawers: int = 6
+    page_size: int = 1000
+    lease_s: float = 120.0
+    id_buckets: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    saved: int
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A bundle formed by GetNextUnacknowledged, not yet recorded in the actor's stream."""
+
+    ref: BundleRef
+    events: tuple[StoredEvent, ...]
+
+
+class HubRepository:
+    def __init__(self, io: HubContainers, options: RepositoryOptions) -> None:
+        self.io = io
+        self.options = options
+
+    # ---- Save ---------------------------------------------------------------------------------
+
+    async def save(self, events: Sequence[DataAvailable]) -> SaveResult:
+        """Save events (in order); recipients in parallel, each recipient's order kept."""
+        by_recipient: dict[str, list[DataAvailable]] = {}
+        for event in events:
+            by_recipient.setdefault(event.recipient, []).append(event)
+        results = await asyncio.gather(*(self._save_recipient(r, evs) for r, evs in by_recipient.items()))
+        return SaveResult(sum(r.saved for r in results), sum(r.duplicates for r in results))
+
+    async def _save_recipient(self, recipient: str, events: list[DataAvailable]) -> SaveResult:
+        index = await self._lookup_index([e.id for e in events])
+        for _ in range(MAX_CAS_ATTEMPTS):
+            ledger, etag = await self._read_ledger(recipient)
+            ledger = ledger.reap(time.time())
+            plan = plan_save(events, index, ledger)
+            if not plan.to_place:
+                return SaveResult(0, plan.duplicates)
+            updated, allocation = allocate(
+                ledger,
+                plan.to_place,
+                token=uuid.uuid4().hex,
+                capacity=self.options.drawer_capacity,
+                now_s=time.time(),
+                lease_s=self.options.lease_s,
+                new_drawer_id=lambda: str(uuid.uuid4()),
+            )
+            if await self._write_ledger(updated, etag):
+                break
+        else:
+            raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
+        seqs = {s.event.id: s.seq for p in allocation.placements for s in p.events}
+        await asyncio.gather(
+            self._write_index(plan.to_place, seqs, allocation.token),
+            *(self._write_placement(p) for p in allocation.placements),
+        )
+        await self._release(recipient, allocation.token)
+        return SaveResult(len(plan.to_place), plan.duplicates)
+
+    async def _lookup_index(self, ids: Sequence[str]) -> dict[str, list[IndexEntry]]:
+        buckets: dict[str, list[str]] = {}
+        for event_id in ids:
+            buckets.setdefault(id_bucket(event_id, self.options.id_buckets), []).append(event_id)
+        sql = (
+            "SELECT VALUE {tok: c.tok, id: x[0], h: x[1], seq: x[2]} FROM c JOIN x IN c.e"
+            " WHERE c.pk = @pk AND ARRAY_CONTAINS(@ids, x[0])"
+        )
+        pages = await asyncio.gather(
+            *(
+                self.io.query(self.io.ids, sql, b, {"@pk": b, "@ids": members})
+                for b, members in buckets.items()
+            )
+        )
+        found: dict[str, list[IndexEntry]] = {}
+        for page in pages:
+            for d in page:
+                found.setdefault(d["id"], []).append(IndexEntry(d["h"], d["seq"], d["tok"]))
+        return found
+
+    async def _write_index(self, events: Sequence[DataAvailable], seqs: dict[str, int], token: str) -> None:
+        """One index document per id bucket and INDEX_ENTRIES_PER_DOC events of this save: far fewer
+        documents to create than events (the endpoint's create throughput is the limit)."""
+        buckets: dict[str, list[list[Any]]] = {}
+        for event in events:
+            bucket = id_bucket(event.id, self.options.id_buckets)
+            buckets.setdefault(bucket, []).append([event.id, content_hash(event), seqs[event.id]])
+        docs: dict[str, list[dict[str, Any]]] = {
+            bucket: [
+                {
+                    "id": f"{token}.{n}",
+                    "pk": bucket,
+                    "tok": token,
+                    "e": entries[i : i + INDEX_ENTRIES_PER_DOC],
+                }
+                for n, i in enumerate(range(0, len(entries), INDEX_ENTRIES_PER_DOC))
+            ]
+            for bucket, entries in buckets.items()
+        }
+        await asyncio.gather(*(self.io.bulk_create(self.io.ids, b, d) for b, d in docs.items()))
+
+    async def _write_placement(self, placement: Placement) -> None:
+        """Events first, then the drawer (so a drawer never promises events that are not written)."""
+        docs = [event_doc(s) for s in placement.events]
+        await self.io.bulk_create(self.io.events, placement.drawer_id, docs)
+        catalog_seq = await self._record_in_drawer(placement)
+        if catalog_seq is not None:
+            entry = CatalogEntry(placement.cabinet, placement.drawer_id, catalog_seq)
+            await self.io.create(self.io.catalog, catalog_doc(entry))
+
+    async def _record_in_drawer(self, placement: Placement) -> int | None:
+        """Apply the placement to its drawer document under If-Match; the catalog seq if one is due."""
+        empty = DrawerState(placement.drawer_id, placement.cabinet, placement.ordinal)
+        if placement.new_drawer:
+            drawer, catalog_seq = save_into_drawer(empty, placement)
+            if await self.io.create(self.io.drawers, drawer_doc(drawer)):
+                return catalog_seq
+        for _ in range(MAX_CAS_ATTEMPTS):
+            current = await self.io.read(self.io.drawers, placement.drawer_id, placement.cabinet.value)
+            if current is None:
+                drawer, catalog_seq = save_into_drawer(empty, placement)
+                if await self.io.create(self.io.drawers, drawer_doc(drawer)):
+                    return catalog_seq
+                continue
+            drawer, catalog_seq = save_into_drawer(drawer_from_doc(current), placement)
+            if await self.io.replace_if_match(self.io.drawers, drawer_doc(drawer), current["_etag"]):
+                return catalog_seq
+        raise ServiceUnavailable(f"drawer {placement.drawer_id} kept changing; save not finished")
+
+    async def _release(self, recipient: str, token: str) -> None:
+        for _ in range(MAX_CAS_ATTEMPTS):
+            ledger, etag = await self._read_ledger(recipient)
+            released = release(ledger, token)
+            if released is None:
+                raise SaveLeaseLost(f"save for {recipient} outlived its lease of {self.options.lease_s}s")
+            if await self._write_ledger(released, etag):
+                return
+        raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
+
+    async def _read_ledger(self, recipient: str) -> tuple[Ledger, str | None]:
+        doc = await self.io.read(self.io.ledgers, recipient, recipient)
+        if doc is None:
+            return Ledger(recipient), None
+        return ledger_from_doc(doc), doc["_etag"]
+
+    async def _write_ledger(self, ledger: Ledger, etag: str | None) -> bool:
+        if etag is None:
+            return await self.io.create(self.io.ledgers, ledger_doc(ledger))
+        return await self.io.replace_if_match(self.io.ledgers, ledger_doc(ledger), etag)
+
+    # ---- GetNextUnacknowledged ------------------------------------------------------------------
+
+    async def next_unacknowledged(
+        self, recipient: str, domains: Sequence[str], bundle_id: str, builder: BundleBuilder
+    ) -> Candidate | None:
+        ledger, _ = await self._read_ledger(recipient)
+        fence = ledger.fence
+        chosen = await self._next_cabinet(recipient, domains, fence)
+        if chosen is None:
+            return None
+        cabinet, drawers = chosen
+        read = await read_cabinet(
+            self.io,
+            [d for d, _ in drawers],
+            builder,
+            fence=fence,
+            is_void=ledger.is_void,
+            parallel_drawers=self.options.parallel_drawers,
+            page_size=self.options.page_size,
+        )
+        if not read.events:
+            return None
+        slices = builder.slices(read.next_seen, {d.drawer_id: (d, etag) for d, etag in drawers})
+        ref = BundleRef(bundle_id, cabinet, slices, len(read.events), builder.weight)
+        return Candidate(ref, read.events)
+
+    async def _next_cabinet(
+        self, recipient: str, domains: Sequence[str], fence: int
+    ) -> tuple[CabinetKey, list[tuple[DrawerState, str]]] | None:
+        """The cabinet holding the recipient's oldest visible event: the catalog entry with the smallest
+        sequence number, checked against its drawers (stale entries are removed, missing ones added)."""
+        sql = "SELECT * FROM c WHERE c.pk = @pk AND c.seq <= @fence"
+        found = await asyncio.gather(
+            *(
+                self.io.query(self.io.catalog, sql, p, {"@pk": p, "@fence": fence})
+                for p in (catalog_partition(recipient, d) for d in domains)
+            )
+        )
+        by_cabinet: dict[CabinetKey, list[CatalogEntry]] = {}
+        for docs in found:
+            for doc in docs:
+                entry = catalog_from_doc(doc)
+                by_cabinet.setdefault(entry.cabinet, []).append(entry)
+        heap = [(min(e.seq for e in entries), False, cabinet) for cabinet, entries in by_cabinet.items()]
+        heapq.heapify(heap)
+        checked: dict[CabinetKey, list[tuple[DrawerState, str]]] = {}
+        while heap:
+            _, verified, cabinet = heapq.heappop(heap)
+            if verified:
+                return cabinet, checked[cabinet]
+            drawers = await self._open_drawers(cabinet, fence)
+            first, stale, missing = reconcile_catalog(by_cabinet[cabinet], [d for d, _ in drawers])
+            await asyncio.gather(
+                *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale),
+                *(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing),
+            )
+            if first is not None:
+                checked[cabinet] = drawers
+                heapq.heappush(heap, (first, True, cabinet))
+        return None
+
+    async def _open_drawers(self, cabinet: CabinetKey, fence: int) -> list[tuple[DrawerState, str]]:
+        """The cabinet's drawers with visible unacknowledged events, in order, with their etags."""
+        sql = 'SELECT * FROM c WHERE c.pk = @pk AND IS_NUMBER(c["from"]) AND c["from"] <= @fence'
+        docs = await self.io.query(
+            self.io.drawers, sql, cabinet.value, {"@pk": cabinet.value, "@fence": fence}
+        )
+        return sorted(((drawer_from_doc(d), d["_etag"]) for d in docs), key=lambda pair: pair[0].ordinal)
+
+    async def read_bundle(self, ref: BundleRef) -> tuple[StoredEvent, ...]:
+        """The events of a recorded bundle again (a repeated peek returns the same bundle)."""
+        sql = (
+            f"SELECT {EVENT_FIELDS} FROM c"
+            " WHERE c.pk = @pk AND c.seq >= @first AND c.seq <= @last ORDER BY c.seq"
+        )
+        parts = await asyncio.gather(
+            *(
+                self.io.query(
+                    self.io.events,
+                    sql,
+                    s.drawer_id,
+                    {"@pk": s.drawer_id, "@first": s.first_seq, "@last": s.last_seq},
+                    self.options.page_size,
+                )
+                for s in ref.slices
+            )
+        )
+        ledger, _ = await self._read_ledger(ref.cabinet.recipient)
+        return tuple(
+            event_from_doc(doc, s.drawer_id)
+            for s, docs in zip(ref.slices, parts, strict=True)
+            for doc in docs
+            if not ledger.is_void(doc["seq"])
+        )
+
+    # ---- Acknowledge ----------------------------------------------------------------------------
+
+    async def acknowledge(self, ref: BundleRef) -> None:
+        """Advance every touched drawer under If-Match and rewrite its catalog entry (seed's table)."""
+        await asyncio.gather(*(self._acknowledge_slice(ref, i) for i in range(len(ref.slices))))
+
+    async def _acknowledge_slice(self, ref: BundleRef, index: int) -> None:
+        piece = ref.slices[index]
+        cabinet = ref.cabinet
+        # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
+        known = (piece.seen, piece.etag) if piece.seen is not None and piece.etag else None
+        for _ in range(MAX_CAS_ATTEMPTS):
+            if known is None:
+                current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)
+                if current is None:
+                    return  # drained and removed by an earlier acknowledge of this bundle
+                known = (drawer_from_doc(current), current["_etag"])
+            drawer, etag = known
+            next_now: int | None = None
+            if piece.next_seq is None and drawer.last_seq > max(drawer.ack_seq, piece.last_seq):
+                next_now = await self._first_after(drawer, max(drawer.ack_seq, piece.last_seq))
+            updated = acknowledge_drawer(drawer, piece.last_seq, piece.next_seq, next_now, piece.count)
+            if updated == drawer:
+                return  # acknowledged before
+            drained = updated.unacked_from is None and updated.used >= self.options.drawer_capacity
+            if drained:
+                ok = await self.io.delete_if_match(self.io.drawers, drawer.drawer_id, cabinet.value, etag)
+            else:
+                ok = await self.io.replace_if_match(self.io.drawers, drawer_doc(updated), etag)
+            if ok:
+                break
+            known = None
+        else:
+            raise ServiceUnavailable(f"drawer {piece.drawer_id} kept changing; dequeue not finished")
+        if updated.unacked_from is not None:
+            # Entries left pointing at acknowledged events are removed by the next peek that meets them.
+            entry = CatalogEntry(cabinet, piece.drawer_id, updated.unacked_from)
+            await self.io.create(self.io.catalog, catalog_doc(entry))
+
+    async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:
+        ledger, _ = await self._read_ledger(drawer.cabinet.recipient)
+        sql = "SELECT TOP 20 c.seq FROM c WHERE c.pk = @pk AND c.seq > @after ORDER BY c.seq"
+        docs = await self.io.query(
+            self.io.events, sql, drawer.drawer_id, {"@pk": drawer.drawer_id, "@after": seq}
+        )
+        return next((d["seq"] for d in docs if not ledger.is_void(d["seq"])), None)
+
+    # ---- Depth ----------------------------------------------------------------------------------
+
+    async def depth(self, recipient: str) -> dict[str, int]:
+        """Saved, unacknowledged events per domain, from the drawer documents (one query per cabinet).
+
+        Counts events as soon as their drawer records them, slightly before the fence releases them;
+        events of a voided (crashed) save stay counted.
+        """
+        ledger, _ = await self._read_ledger(recipient)
+        counts: dict[str, int] = {}
+        sql = "SELECT c.used, c.acked FROM c WHERE c.pk = @pk"
+        cabinets = [CabinetKey(*value.split("|", 2)) for value in ledger.heads]
+        found = await asyncio.gather(
+            *(self.io.query(self.io.drawers, sql, c.value, {"@pk": c.value}) for c in cabinets)
+        )
+        for cabinet, docs in zip(cabinets, found, strict=True):
+            backlog = sum(d["used"] - d.get("acked", 0) for d in docs)
+            counts[cabinet.domain] = counts.get(cabinet.domain, 0) + backlog
+        return {domain: n for domain, n in counts.items() if n}

@@ -1,0 +1,153 @@
+"""MessageHub: save DataAvailable events; actors peek and dequeue bundles of them.
+
+`save` is the in-process endpoint a subscription calls; it is idempotent by event id.
+Peek/dequeue record the bundle lifecycle in the actor's BundleLog (event store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.cosmos import CosmosStore, open_cosmos
+from app.dataavailable import DOMAINS, DataAvailable
+from app.errors import InvalidInput
+from app.hub.actor import decide_dequeue, decide_peek, open_bundle_for
+from app.hub.bundle_stream import EventStoreBundleLog
+from app.hub.bundling import BundleBuilder, BundleRef
+from app.hub.cosmos_io import HubContainers
+from app.hub.errors import BundleNotFound
+from app.hub.model import StoredEvent
+from app.hub.ports import BundleLog
+from app.hub.repository import HubRepository, RepositoryOptions, SaveResult
+from app.settings import Settings
+
+__all__ = ["MessageHub", "PeekedBundle", "SaveResult", "parse_bundle_id", "parse_domains"]
+
+
+@dataclass(frozen=True, slots=True)
+class PeekedBundle:
+    ref: BundleRef
+    events: tuple[StoredEvent, ...]
+
+    @property
+    def bundle_id(self) -> str:
+        return self.ref.bundle_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundleId": self.ref.bundle_id,
+            "domain": self.ref.cabinet.domain,
+            "messageType": self.ref.cabinet.message_type,
+            "weight": self.ref.weight,
+            "count": len(self.events),
+            "events": [{**s.event.to_json(), "sequence": s.seq} for s in self.events],
+        }
+
+
+def parse_bundle_id(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise InvalidInput(f"bundleId {value[:80]!r} is not a GUID") from exc
+
+
+def parse_domains(domain: str | None) -> tuple[str, ...]:
+    if domain is None:
+        return DOMAINS
+    lowered = domain.lower()
+    if lowered not in DOMAINS:
+        raise InvalidInput(f"domain {domain[:40]!r} is not one of {', '.join(DOMAINS)}")
+    return (lowered,)
+
+
+class MessageHub:
+    def __init__(
+        self,
+        repository: HubRepository,
+        bundle_log: BundleLog,
+        store: CosmosStore | None = None,
+    ) -> None:
+        self.repository = repository
+        self.bundle_log = bundle_log
+        self._store = store
+
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, store: CosmosStore | None = None, bundle_log: BundleLog | None = None
+    ) -> MessageHub:
+        """Open the hub's containers (created on first use); closes the store only if it opened it."""
+        owned = store is None
+        cosmos = store if store is not None else await open_cosmos(settings)
+        prefix = settings.hub_container_prefix
+        names = ("events", "drawers", "catalog", "ledgers", "ids")
+        events, drawers, catalog, ledgers, ids = await asyncio.gather(
+            *(cosmos.container(f"{prefix}-{n}", "/pk") for n in names)
+        )
+        io = HubContainers(
+            events,
+            drawers,
+            catalog,
+            ledgers,
+            ids,
+            point_reads=not settings.embedded_cosmos,
+            write_gate=asyncio.Semaphore(settings.hub_save_concurrency),
+        )
+        options = RepositoryOptions(
+            drawer_capacity=settings.hub_drawer_capacity,
+            parallel_drawers=settings.hub_parallel_drawers,
+            page_size=settings.hub_read_page_size,
+            lease_s=settings.hub_save_lease_s,
+            id_buckets=settings.hub_id_index_buckets,
+        )
+        log = bundle_log or await EventStoreBundleLog.open(cosmos, f"{prefix}-bundle-streams")
+        return cls(HubRepository(io, options), log, cosmos if owned else None)
+
+    async def close(self) -> None:
+        await self.bundle_log.close()
+        if self._store is not None:
+            await self._store.close()
+
+    @property
+    def requests(self) -> int:
+        """Cosmos requests this hub has issued so far."""
+        return self.repository.io.counter.total + self.bundle_log.requests
+
+    async def save(self, events: Sequence[DataAvailable]) -> SaveResult:
+        """Store events for peeking, keeping each recipient's order; idempotent by event id."""
+        return await self.repository.save(events)
+
+    async def peek(
+        self, actor: str, domains: Sequence[str] = DOMAINS, bundle_id: str | None = None
+    ) -> PeekedBundle | None:
+        """The actor's open bundle for these domains, else a new one; None when nothing is available."""
+        state = await self.bundle_log.load(actor)
+        existing = open_bundle_for(state, domains, bundle_id)
+        if existing is not None:
+            return PeekedBundle(existing, await self.repository.read_bundle(existing))
+        candidate = await self.repository.next_unacknowledged(
+            actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder()
+        )
+        if candidate is None:
+            return None
+        recorded = await self.bundle_log.decide(actor, decide_peek(candidate.ref, domains))
+        if recorded is candidate.ref:
+            return PeekedBundle(candidate.ref, candidate.events)
+        return PeekedBundle(recorded, await self.repository.read_bundle(recorded))
+
+    async def dequeue(self, actor: str, bundle_id: str) -> None:
+        """Acknowledge the actor's open bundle; BundleNotFound when it has none with this id."""
+        state = await self.bundle_log.load(actor)
+        ref = state.find(bundle_id)
+        if ref is None:
+            raise BundleNotFound(f"no peeked bundle {bundle_id} for this actor")
+        await self.repository.acknowledge(ref)
+        await self.bundle_log.decide(actor, decide_dequeue(bundle_id))
+
+    async def depth(self, actor: str) -> dict[str, int]:
+        return await self.repository.depth(actor)

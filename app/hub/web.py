@@ -1,0 +1,127 @@
+"""The actor API: GET /api/peek[/{domain}], DELETE /api/dequeue, behind a bearer JWT (HS256).
+
+The token's subject is the actor id; an actor only ever sees its own bundles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import jwt
+from aiohttp import web
+
+from app.errors import InvalidInput
+from app.hub.service import MessageHub, parse_bundle_id, parse_domains
+from app.settings import Settings
+from app.web.responses import Unauthorized, guarded, json_response
+
+__all__ = ["HubApi", "HubHolder", "actor_from_request", "register_views"]
+
+HubProvider = Callable[[], Awaitable[MessageHub]]
+_ACTOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")  # the DataAvailable recipient rule
+
+
+def actor_from_request(request: web.Request, settings: Settings) -> str:
+    """The actor id from `Authorization: Bearer <jwt>`; Unauthorized when missing, invalid or expired."""
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer "):
+        raise Unauthorized("missing bearer token (Authorization: Bearer <JWT>)")
+    token = header.removeprefix("Bearer ").strip()
+    try:
+        claims = jwt.decode(
+            token,
+            settings.hub_jwt_secret.get_secret_value(),
+            algorithms=["HS256"],
+            options={"require": ["sub"]},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise Unauthorized("token expired") from exc
+    except jwt.InvalidTokenError as exc:
+        raise Unauthorized(f"invalid token: {type(exc).__name__}") from exc
+    actor = claims.get("sub")
+    if not isinstance(actor, str) or not _ACTOR.match(actor):
+        raise Unauthorized("token subject is not a valid actor id")
+    return actor
+
+
+class HubApi:
+    """Request handlers; framework-neutral aiohttp handlers that Faust views delegate to."""
+
+    def __init__(self, hub: HubProvider, settings: Settings) -> None:
+        self._hub = hub
+        self._settings = settings
+
+    @guarded
+    async def peek(self, request: web.Request, domain: str | None = None) -> web.Response:
+        actor = actor_from_request(request, self._settings)
+        domains = parse_domains(domain)
+        bundle_id = parse_bundle_id(request.query.get("bundleId"))
+        bundle = await (await self._hub()).peek(actor, domains, bundle_id)
+        if bundle is None:
+            return web.Response(status=204)
+        return json_response(bundle.to_json())
+
+    @guarded
+    async def dequeue(self, request: web.Request) -> web.Response:
+        actor = actor_from_request(request, self._settings)
+        bundle_id = parse_bundle_id(request.query.get("bundleId"))
+        if bundle_id is None:
+            raise InvalidInput("query parameter bundleId is required")
+        await (await self._hub()).dequeue(actor, bundle_id)
+        return json_response({"bundleId": bundle_id, "dequeued": True})
+
+    def routes(self) -> list[web.RouteDef]:
+        """The same handlers as plain aiohttp routes (used by tests and embedders)."""
+
+        async def peek_domain(request: web.Request) -> web.StreamResponse:
+            return await self.peek(request, request.match_info["domain"])
+
+        return [
+            web.get("/api/peek", self.peek),
+            web.get("/api/peek/{domain}", peek_domain),
+            web.delete("/api/dequeue", self.dequeue),
+        ]
+
+
+class HubHolder:
+    """Opens the MessageHub on first use (inside the worker's event loop) and closes it on stop."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._hub: MessageHub | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> MessageHub:
+        if self._hub is None:
+            async with self._lock:
+                if self._hub is None:
+                    self._hub = await MessageHub.open(self._settings)
+        return self._hub
+
+    async def close(self) -> None:
+        if self._hub is not None:
+            hub, self._hub = self._hub, None
+            await hub.close()
+
+
+def register_views(app: Any, api: HubApi) -> None:
+    """Mount the actor API on the Faust web server."""
+    from faust.web import View
+
+    async def peek(self: Any, request: web.Request) -> web.StreamResponse:
+        return await api.peek(request)
+
+    async def peek_domain(self: Any, request: web.Request, domain: str) -> web.StreamResponse:
+        return await api.peek(request, domain)
+
+    async def dequeue(self: Any, request: web.Request) -> web.StreamResponse:
+        return await api.dequeue(request)
+
+    app.page("/api/peek", name="hub_peek")(type("HubPeekView", (View,), {"get": peek}))
+    app.page("/api/peek/{domain}", name="hub_peek_domain")(
+        type("HubPeekDomainView", (View,), {"get": peek_domain})
+    )
+    app.page("/api/dequeue", name="hub_dequeue")(type("HubDequeueView", (View,), {"delete": dequeue}))

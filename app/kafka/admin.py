@@ -1,0 +1,156 @@
+"""Topic administration and offsets through confluent-kafka's AdminClient."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from app.errors import ServiceUnavailable
+
+__all__ = ["KafkaAdmin", "TopicSpec", "true_end_offsets"]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+class KafkaAdmin:
+    def __init__(self, bootstrap: str, replication_factor: int | None = None) -> None:
+        from app.settings import get_settings
+
+        self.bootstrap = bootstrap
+        self.replication_factor = replication_factor or get_settings().kafka_replication_factor
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def topics(self, timeout_s: float = 10.0) -> dict[str, int]:
+        """Existing topics and their partition counts."""
+        try:
+            meta = self._admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise ServiceUnavailable(f"Kafka at {self.bootstrap} did not list topics: {exc}") from exc
+        return {name: len(t.partitions) for name, t in meta.topics.items() if t.error is None}
+
+    def create(self, specs: list[TopicSpec], timeout_s: float = 30.0) -> list[str]:
+        """Create the topics that do not exist yet; return the names created. Waits until visible."""
+        existing = self.topics()
+        missing = [s for s in specs if s.name not in existing]
+        if not missing:
+            return []
+        futures = self._admin.create_topics(
+            [
+                NewTopic(
+                    s.name,
+                    num_partitions=s.partitions,
+                    replication_factor=self.replication_factor,
+                    config=s.config,
+                )
+                for s in missing
+            ],
+            operation_timeout=timeout_s,
+        )
+        for name, fut in futures.items():
+            try:
+                fut.result(timeout=timeout_s)
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise ServiceUnavailable(f"could not create topic {name}: {exc}") from exc
+        self.wait_visible({s.name: s.partitions for s in missing}, timeout_s)
+        return [s.name for s in missing]
+
+    def add_partitions(self, topic: str, total: int, timeout_s: float = 30.0) -> None:
+        futures = self._admin.create_partitions([NewPartitions(topic, total)])
+        for fut in futures.values():
+            fut.result(timeout=timeout_s)
+        self.wait_visible({topic: total}, timeout_s)
+
+    def delete(self, names: list[str], timeout_s: float = 30.0) -> None:
+        existing = self.topics()
+        doomed = [n for n in names if n in existing]
+        if not doomed:
+            return
+        for fut in self._admin.delete_topics(doomed, operation_timeout=timeout_s).values():
+            fut.result(timeout=timeout_s)
+
+    def wait_visible(self, expected: dict[str, int], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            topics = self.topics()
+            if all(topics.get(name, 0) >= parts for name, parts in expected.items()):
+                return
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"topics {sorted(expected)} not visible after {timeout_s:.0f} s")
+            time.sleep(0.05)
+
+    def end_offsets(self, topic: str, partitions: int, timeout_s: float = 10.0) -> list[int]:
+        """The next offset to be written, per partition.
+
+        ListOffsets alone is not trusted: the embedded Tansu broker answers with the base
+        offset of the last record batch + 1. A fetch from that point reports the true end
+        (its high watermark), so we read on to the partition EOF. On Apache Kafka the two
+        agree and the probe costs one empty fetch per partition.
+        """
+        return true_end_offsets(self.bootstrap, [(topic, p) for p in range(partitions)], timeout_s)
+
+    def committed(self, group: str, topic: str, partitions: int) -> list[int]:
+        """Committed offset of a consumer group per partition (-1 when none)."""
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        try:
+            tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+            return [tp.offset if tp.offset >= 0 else -1 for tp in tps]
+        finally:
+            consumer.close()
+
+
+def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> list[int]:
+    """End offsets that are right even where ListOffsets under-reports (see KafkaAdmin.end_offsets)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "hubstream-offsets",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 1048576,
+        }
+    )
+    try:
+        listed = [
+            consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s) for t, p in partitions
+        ]
+        ends = {tp: high for tp, (low, high) in zip(partitions, listed, strict=True)}
+        probe = [
+            TopicPartition(t, p, high - 1)
+            for (t, p), (low, high) in zip(partitions, listed, strict=True)
+            if high > low
+        ]
+        if not probe:
+            return [ends[tp] for tp in partitions]
+        consumer.assign(probe)
+        waiting = {(tp.topic, tp.partition) for tp in probe}
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    f"end offsets of {sorted(waiting)} not known after {timeout_s:.0f} s"
+                )
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            key = (msg.topic(), msg.partition())
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise ServiceUnavailable(f"{key[0]}[{key[1]}]: {msg.error()}")
+                ends[key] = max(ends[key], msg.offset())
+                waiting.discard(key)
+            else:
+                ends[key] = max(ends[key], msg.offset() + 1)
+        return [ends[tp] for tp in partitions]
+    finally:
+        consumer.close()

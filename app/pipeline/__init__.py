@@ -1,0 +1,6 @@
+"""At-least-once pipelines (seed 004, Compose Transporter on Kafka).
+
+Pure domain: `model` (messages, log entries), `chain` (namespace filters and transforms),
+`offsets` (per-writer offset and replay rules), `definition` (loading a pipeline),
+`engine` (the run loop over ports). Adapters: `kafka_log`, `readers`, `writers`, `state`.
+"""

@@ -1,0 +1,390 @@
+"""The pipeline run loop (seed 004) over ports: one source appending to the commit log, one
+task per writer reading the log from its own offset, bulk writes, interval flush of offsets,
+stop-on-failure and one-at-a-time replay, and the operator's step / mark / resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.pipeline.chain import Branch
+from app.pipeline.errors import UnknownWriter
+from app.pipeline.model import LogEntry, NewEntry, entry_text
+from app.pipeline.offsets import ReaderState, WriterState
+from app.pipeline.ports import CommitLog, Cursor, Sink, Source, StateStore
+
+__all__ = ["PipelineRuntime", "WriterSlot"]
+
+log = logging.getLogger(__name__)
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+@dataclass
+class WriterSlot:
+    name: str
+    branch: Branch
+    sink: Sink
+    state: WriterState
+    task: asyncio.Task[None] | None = None
+    stopped_at: float | None = None
+    received: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+@dataclass
+class _Flags:
+    stopping: bool = False
+    dirty: bool = False
+    source_done: bool = False
+    source_error: str | None = None
+    events: list[str] = field(default_factory=list)
+
+
+class PipelineRuntime:
+    def __init__(
+        self,
+        *,
+        name: str,
+        log_: CommitLog,
+        store: StateStore,
+        source: Source | None,
+        writers: Mapping[str, tuple[Branch, Sink]],
+        writer_states: Mapping[str, WriterState],
+        reader_states: Mapping[str, ReaderState],
+        batch_size: int = 1000,
+        batch_wait_s: float = 0.2,
+        flush_interval_s: float = 1.0,
+        restart_after_s: float = 0.0,
+        source_retry_s: float = 5.0,
+    ) -> None:
+        self.name = name
+        self.log = log_
+        self.store = store
+        self.source = source
+        self.slots = {
+            n: WriterSlot(n, branch, sink, writer_states.get(n, WriterState()))
+            for n, (branch, sink) in writers.items()
+        }
+        self.readers: dict[str, ReaderState] = dict(reader_states)
+        self.batch_size = batch_size
+        self.batch_wait_s = batch_wait_s
+        self.flush_interval_s = flush_interval_s
+        self.restart_after_s = restart_after_s
+        self.source_retry_s = source_retry_s
+        self.flags = _Flags()
+        self._source_task: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._flush_lock = asyncio.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        await self._catch_up_reader_states()
+        for slot in self.slots.values():
+            self._start_writer(slot)
+        if self.source is not None:
+            self._source_task = asyncio.create_task(self._run_source(), name=f"pipeline-{self.name}-source")
+        else:
+            self.flags.source_done = True
+        self._flusher = asyncio.create_task(self._run_flusher(), name=f"pipeline-{self.name}-flusher")
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        """Clean shutdown: stop reading, give writers up to timeout_s to confirm, flush offsets."""
+        self.flags.stopping = True
+        if self._source_task is not None:
+            self._source_task.cancel()
+            await asyncio.gather(self._source_task, return_exceptions=True)
+        tasks = [s.task for s in self.slots.values() if s.task is not None and not s.task.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        await self.flush(force=True)
+        for slot in self.slots.values():
+            with contextlib.suppress(Exception):
+                await slot.sink.close()
+        if self.source is not None:
+            with contextlib.suppress(Exception):
+                await self.source.close()
+
+    async def idle(self) -> bool:
+        """True when the source is finished and every writer is stopped or at the end of the log."""
+        if not self.flags.source_done:
+            return False
+        end = await self.log.end_offset()
+        return all(not s.running or s.state.next_offset >= end for s in self.slots.values())
+
+    # -- offsets -------------------------------------------------------------------
+    async def flush(self, force: bool = False) -> None:
+        async with self._flush_lock:
+            if not (self.flags.dirty or force):
+                return
+            self.flags.dirty = False
+            writers = {n: s.state for n, s in self.slots.items()}
+            try:
+                await self.store.save(writers, dict(self.readers))
+            except Exception as exc:
+                self.flags.dirty = True
+                log.warning("pipeline %s: offset flush failed, retrying: %s", self.name, describe(exc))
+                if force:
+                    raise
+
+    async def _run_flusher(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval_s)
+            await self.flush()
+            if self.restart_after_s > 0:
+                now = time.monotonic()
+                for slot in self.slots.values():
+                    if not slot.running and slot.stopped_at and now - slot.stopped_at >= self.restart_after_s:
+                        log.info(
+                            "pipeline %s: restarting writer %s after %.0f s",
+                            self.name,
+                            slot.name,
+                            self.restart_after_s,
+                        )
+                        self._start_writer(slot)
+
+    # -- source --------------------------------------------------------------------
+    async def _catch_up_reader_states(self) -> None:
+        """Entries appended after the last flushed reader state still move the reader on."""
+        if self.source is None:
+            return
+        start = min((r.log_offset for r in self.readers.values()), default=-1) + 1
+        end = await self.log.end_offset()
+        if start >= end:
+            return
+        cursor = self.log.cursor(start)
+        try:
+            position = start
+            while position < end:
+                batch = await cursor.next_batch(self.batch_size * 10, 5.0)
+                if not batch:
+                    break
+                for entry in batch:
+                    self._advance_reader(entry)
+                position = batch[-1].offset + 1
+        finally:
+            await cursor.close()
+
+    def _advance_reader(self, entry: LogEntry) -> None:
+        self.readers[entry.key] = self.readers.get(entry.key, ReaderState()).advanced(entry)
+        self.flags.dirty = True
+
+    async def _run_source(self) -> None:
+        assert self.source is not None
+        while not self.flags.stopping:
+            appending: asyncio.Task[None] | None = None
+            try:
+                # One append in flight: the source reads its next batch while the log confirms this one.
+                async for batch in self.source.read(dict(self.readers)):
+                    if not batch:
+                        continue
+                    if appending is not None:
+                        await appending
+                    appending = asyncio.create_task(self._append(batch))
+                if appending is not None:
+                    await appending
+                self.flags.source_done = True
+                self.flags.source_error = None
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.flags.source_error = describe(exc)
+                log.error(
+                    "pipeline %s: reader failed, retrying in %.0f s: %s",
+                    self.name,
+                    self.source_retry_s,
+                    describe(exc),
+                )
+                await asyncio.sleep(self.source_retry_s)
+            finally:
+                if appending is not None and not appending.done():
+                    appending.cancel()
+                    await asyncio.gather(appending, return_exceptions=True)
+
+    async def _append(self, batch: list[NewEntry]) -> None:
+        """Append to the commit log; once confirmed, each namespace's reader state moves to its last entry."""
+        offsets = await self.log.append(batch)
+        last: dict[str, tuple[NewEntry, int, dict[str, Any]]] = {}
+        for new, offset in zip(batch, offsets, strict=True):
+            namespace = new.message.namespace
+            position = last[namespace][2] if namespace in last else {}
+            position.update(new.position)
+            last[namespace] = (new, offset, position)
+        for namespace, (new, offset, position) in last.items():
+            msg = new.message
+            self._advance_reader(LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, position))
+
+    # -- writers -------------------------------------------------------------------
+    def _start_writer(self, slot: WriterSlot) -> None:
+        if slot.running:
+            return
+        slot.stopped_at = None
+        slot.task = asyncio.create_task(self._run_writer(slot), name=f"pipeline-{self.name}-{slot.name}")
+
+    def _stopped(self, slot: WriterSlot, text: str) -> None:
+        slot.stopped_at = time.monotonic()
+        self.flags.dirty = True
+        self.flags.events.append(text)
+        log.error("pipeline %s: %s", self.name, text)
+
+    async def _run_writer(self, slot: WriterSlot) -> None:
+        cursor = self.log.cursor(slot.state.next_offset)
+        fetching: asyncio.Task[list[LogEntry]] | None = None
+        try:
+            if slot.state.failed is not None and not await self._replay(slot, cursor):
+                return
+            # The next batch is read while the sink writes this one; an unwritten batch is simply
+            # read again from the writer's offset next time.
+            fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
+            while not self.flags.stopping:
+                batch = await fetching
+                fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
+                if batch and not await self._write_bulk(slot, batch):
+                    return
+        finally:
+            if fetching is not None and not fetching.done():
+                fetching.cancel()
+                await asyncio.gather(fetching, return_exceptions=True)
+            await cursor.close()
+
+    async def _write_bulk(self, slot: WriterSlot, batch: list[LogEntry]) -> bool:
+        namespaces: dict[str, int] = {}
+        try:
+            outgoing = []
+            for entry in batch:
+                namespaces[entry.key] = entry.offset
+                if entry.is_command:
+                    continue
+                message = slot.branch.apply(entry.value)
+                if message is not None:
+                    outgoing.append(message)
+            if outgoing:
+                await slot.sink.write(outgoing)
+        except Exception as exc:
+            first, last = batch[0].offset, batch[-1].offset
+            slot.state = slot.state.bulk_failed(first, last, describe(exc))
+            self._stopped(
+                slot,
+                f"writer {slot.name}: bulk write of {self.name} log offsets {first}-{last} failed; "
+                f"stopped at offset={slot.state.offset}: {describe(exc)}",
+            )
+            await self.flush(force=False)
+            return False
+        slot.received += len(outgoing)
+        slot.state = slot.state.confirmed(batch[-1].offset, namespaces.items())
+        self.flags.dirty = True
+        return True
+
+    async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:
+        try:
+            message = None if entry.is_command else slot.branch.apply(entry.value)
+            if message is not None:
+                await slot.sink.write([message])
+        except Exception as exc:
+            slot.state = slot.state.replay_failed(entry.offset, describe(exc))
+            self._stopped(
+                slot,
+                f"writer {slot.name}: replay of {self.name} log offset={entry.offset} failed; "
+                f"stopped at offset={slot.state.offset}; message={entry_text(entry)}; "
+                f"error={describe(exc)}",
+            )
+            await self.flush(force=False)
+            return False
+        slot.received += message is not None
+        slot.state = slot.state.replayed(entry.offset, entry.key)
+        self.flags.dirty = True
+        return True
+
+    async def _replay(self, slot: WriterSlot, cursor: Cursor) -> bool:
+        """Seed "Message Failures": the failed range again, ONE message at a time."""
+        while slot.state.failed is not None and not self.flags.stopping:
+            batch = await cursor.next_batch(1, self.batch_wait_s)
+            if not batch:
+                continue
+            entry = batch[0]
+            if entry.offset > slot.state.failed.last:  # gap (compaction): the range is done
+                slot.state = slot.state.replayed(slot.state.failed.last)
+                return await self._write_bulk(slot, batch)
+            if not await self._write_one(slot, entry):
+                return False
+        return slot.state.failed is None
+
+    # -- operator ------------------------------------------------------------------
+    def slot(self, name: str) -> WriterSlot:
+        if name not in self.slots:
+            raise UnknownWriter(f"pipeline {self.name} has no writer {name!r}")
+        return self.slots[name]
+
+    async def _halt(self, slot: WriterSlot) -> bool:
+        """Stop a running writer (an unconfirmed write is simply redelivered later)."""
+        if not slot.running:
+            return False
+        assert slot.task is not None
+        slot.task.cancel()
+        await asyncio.gather(slot.task, return_exceptions=True)
+        return True
+
+    async def resume(self, name: str | None = None) -> list[str]:
+        started = []
+        for slot in self.slots.values():
+            if (name is None or slot.name == name) and not slot.running:
+                self._start_writer(slot)
+                started.append(slot.name)
+        return started
+
+    async def mark(self, name: str, offset: int) -> WriterState:
+        slot = self.slot(name)
+        was_running = await self._halt(slot)
+        slot.state = slot.state.marked(offset)
+        self.flags.dirty = True
+        await self.flush(force=True)
+        log.warning("pipeline %s: writer %s marked at offset=%d by the operator", self.name, name, offset)
+        if was_running:
+            self._start_writer(slot)
+        return slot.state
+
+    async def step(self, name: str, wait_s: float = 5.0) -> dict[str, Any]:
+        """Process exactly one message (the writer's next offset) one at a time; stops the writer first."""
+        slot = self.slot(name)
+        await self._halt(slot)
+        slot.stopped_at = slot.stopped_at or time.monotonic()
+        cursor = self.log.cursor(slot.state.next_offset)
+        try:
+            batch = await cursor.next_batch(1, wait_s)
+        finally:
+            await cursor.close()
+        if not batch:
+            return {"writer": name, "offset": slot.state.offset, "stepped": None}
+        ok = await self._write_one(slot, batch[0])
+        await self.flush(force=True)
+        return {"writer": name, "offset": slot.state.offset, "stepped": batch[0].offset, "ok": ok}
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.name,
+            "source_done": self.flags.source_done,
+            "source_error": self.flags.source_error,
+            "writers": {
+                n: {**s.state.to_json(), "running": s.running, "received": s.received}
+                for n, s in self.slots.items()
+            },
+            "readers": {ns: r.to_json() for ns, r in self.readers.items()},
+        }

@@ -1,0 +1,43 @@
+"""Errors of the pipelines capability."""
+
+from __future__ import annotations
+
+from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound
+
+__all__ = [
+    "InvalidDefinition",
+    "LogCompactedAway",
+    "PipelineError",
+    "UnknownPipeline",
+    "UnknownWriter",
+    "WriteFailed",
+    "WriterBusy",
+]
+
+
+class PipelineError(HubstreamError):
+    """Root of the pipeline errors."""
+
+
+class InvalidDefinition(InvalidInput):
+    """A pipeline definition (YAML or Python module) is malformed."""
+
+
+class UnknownPipeline(NotFound):
+    """No pipeline state exists under that name."""
+
+
+class UnknownWriter(NotFound):
+    """The pipeline has no writer of that name."""
+
+
+class WriterBusy(ConflictError):
+    """The operation needs the writer to be stopped first."""
+
+
+class WriteFailed(PipelineError):
+    """A writer's sink refused or did not confirm a write."""
+
+
+class LogCompactedAway(ConflictError):
+    """A writer's next offset is below the commit log's first retained offset."""

@@ -1,0 +1,213 @@
+"""The commit log as a one-partition Kafka topic (offsets = the seed's commit-log ids).
+
+Topic configuration (created on first run): `cleanup.policy=compact`, `segment.bytes=1 GiB`
+(the seed's 1 GB log size: only closed segments are compacted), `min.compaction.lag.ms`
+(default 7 days) so an entry stays uncompacted at least that long. Kafka cannot bound
+compaction by consumer offsets; the lag guard plays the seed's "up to the earliest writer
+offset" role. Record keys are `namespace` + NUL + document key, so compaction keeps the
+latest version of every document (at least one record per namespace, as the seed asks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from app.errors import InvalidInput, ServiceUnavailable
+from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
+from app.pipeline.model import Message as PipelineMessage
+
+__all__ = ["COMMIT_LOG_CONFIG", "KafkaCommitLog", "KafkaCursor", "PipelineTopics", "read_log_range"]
+
+log = logging.getLogger(__name__)
+
+SEGMENT_BYTES = 1 << 30
+MIN_COMPACTION_LAG_MS = 7 * 24 * 3600 * 1000
+COMMIT_LOG_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(SEGMENT_BYTES),
+    "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineTopics:
+    """Kafka names derived from a pipeline name (the CLI finds a pipeline's state by name only)."""
+
+    name: str
+    app_id: str
+
+    @classmethod
+    def of(cls, name: str, base_app_id: str) -> PipelineTopics:
+        """The pipeline's own Faust app id is `<HUBSTREAM_APP_ID>-pipeline-<name>`."""
+        return cls(name, f"{base_app_id}-pipeline-{name}")
+
+    @property
+    def log(self) -> str:
+        return f"hubstream.pipeline.{self.name}.log"
+
+    @property
+    def control(self) -> str:
+        return f"hubstream.pipeline.{self.name}.control"
+
+    @property
+    def changelog(self) -> str:
+        return f"{self.app_id}-offsets-changelog"
+
+
+def _invalid_entry(offset: int, reason: str) -> LogEntry:
+    """A record that is not a log entry becomes a command every writer acknowledges without writing."""
+    message = PipelineMessage(Op.COMMAND, 0, "__invalid__", {"invalid": reason})
+    return LogEntry(offset, 0, Mode.SYNC, "__invalid__", message)
+
+
+def _decode(topic: str, msg: Any) -> LogEntry:
+    try:
+        return decode_entry(msg.offset(), msg.value())
+    except InvalidInput as exc:
+        log.warning("%s[0] offset=%d: skipped, not a log entry: %s", topic, msg.offset(), exc)
+        return _invalid_entry(msg.offset(), str(exc))
+
+
+class KafkaCommitLog:
+    def __init__(self, bootstrap: str, topic: str, max_message_bytes: int = 1_048_576) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self._producer: Producer | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"log-{topic}")
+        self._max_message_bytes = max_message_bytes
+
+    def ensure_topic(self) -> None:
+        KafkaAdmin(self.bootstrap).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
+
+    def _append_blocking(self, entries: Sequence[NewEntry]) -> list[int]:
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "enable.idempotence": True,
+                    "linger.ms": 2,
+                    "batch.num.messages": 10000,
+                    "message.max.bytes": max(self._max_message_bytes + 65536, 1_000_000),
+                }
+            )
+        producer = self._producer
+        offsets: list[int] = [-1] * len(entries)
+        errors: list[str] = []
+
+        def delivered(index: int) -> Callable[[Any, Any], None]:
+            def callback(err: Any, msg: Any) -> None:
+                if err is not None:
+                    errors.append(str(err))
+                else:
+                    offsets[index] = msg.offset()
+
+            return callback
+
+        for index, entry in enumerate(entries):
+            while True:
+                try:
+                    producer.produce(
+                        self.topic, encode_entry(entry), record_key(entry), 0, on_delivery=delivered(index)
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        remaining = producer.flush(60)
+        if remaining or errors:
+            raise ServiceUnavailable(
+                f"{self.topic}[0]: {remaining} entries unconfirmed, {len(errors)} failed: {errors[:1]}"
+            )
+        return offsets
+
+    async def append(self, entries: Sequence[NewEntry]) -> list[int]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._append_blocking, list(entries))
+
+    async def end_offset(self) -> int:
+        ends = await asyncio.to_thread(true_end_offsets, self.bootstrap, [(self.topic, 0)])
+        return ends[0]
+
+    def cursor(self, start: int) -> KafkaCursor:
+        return KafkaCursor(self.bootstrap, self.topic, start)
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._producer.flush, 30)
+        self._executor.shutdown(wait=False)
+
+
+class KafkaCursor:
+    """Reads the commit log from `start` with its own consumer (no group: positions are ours)."""
+
+    def __init__(self, bootstrap: str, topic: str, start: int) -> None:
+        self.topic = topic
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"hubstream-pipeline-cursor-{topic}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+            }
+        )
+        self._consumer.assign([TopicPartition(topic, 0, max(start, 0))])
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"cursor-{topic}")
+
+    def _next_blocking(self, max_count: int, wait_s: float) -> list[LogEntry]:
+        out: list[LogEntry] = []
+        msg: Any
+        for msg in self._consumer.consume(max_count, wait_s):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise ServiceUnavailable(f"{self.topic}[0]: {msg.error()}")
+            out.append(_decode(self.topic, msg))
+        return out
+
+    async def next_batch(self, max_count: int, wait_s: float) -> list[LogEntry]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._next_blocking, max_count, wait_s)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._consumer.close)
+        self._executor.shutdown(wait=False)
+
+
+def read_log_range(
+    bootstrap: str, topic: str, first: int, last: int, timeout_s: float = 10.0
+) -> list[LogEntry]:
+    """Entries with first <= offset <= last (compacted-away offsets are simply absent)."""
+    end = true_end_offsets(bootstrap, [(topic, 0)], timeout_s)[0]
+    last = min(last, end - 1)
+    if first > last:
+        return []
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, first)])
+        out: list[LogEntry] = []
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        msg: Any
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error():
+                    continue
+                if msg.offset() > last:
+                    return out
+                out.append(_decode(topic, msg))
+                if msg.offset() == last:
+                    return out
+        raise ServiceUnavailable(f"{topic}[0] offset={first}..{last}: read timed out")
+    finally:
+        consumer.close()

@@ -1,0 +1,53 @@
+"""Ports the pipeline engine runs on; adapters implement them (Kafka, Faust table, sinks, sources)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol
+
+from app.pipeline.model import LogEntry, Message, NewEntry
+from app.pipeline.offsets import ReaderState, WriterState
+
+__all__ = ["CommitLog", "Cursor", "Sink", "Source", "StateStore"]
+
+
+class Cursor(Protocol):
+    async def next_batch(self, max_count: int, wait_s: float) -> list[LogEntry]:
+        """Up to max_count entries in offset order; [] when none arrived within wait_s."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class CommitLog(Protocol):
+    async def append(self, entries: Sequence[NewEntry]) -> list[int]:
+        """Append and return the offsets once the log confirmed every entry."""
+        ...
+
+    async def end_offset(self) -> int:
+        """The next offset to be written."""
+        ...
+
+    def cursor(self, start: int) -> Cursor: ...
+
+
+class StateStore(Protocol):
+    async def save(self, writers: Mapping[str, WriterState], readers: Mapping[str, ReaderState]) -> None:
+        """Persist writer offsets and reader states; returns once durable."""
+        ...
+
+
+class Sink(Protocol):
+    async def write(self, messages: Sequence[Message]) -> None:
+        """Bulk write; returns only once the target confirmed every message, raises otherwise."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Source(Protocol):
+    def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
+        """Batches of new entries, resuming from the given per-namespace reader states."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,412 @@
+"""Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), a composite topic.
+
+Every entry carries the reader's position, so a restart resumes after the last entry in the
+commit log; a namespace whose copy finished (mode Complete/Sync) is never copied again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from app.pipeline.errors import InvalidDefinition
+from app.pipeline.model import Message, Mode, NewEntry, Op
+from app.pipeline.offsets import ReaderState
+from app.settings import Settings
+
+__all__ = ["CompositeSource", "JsonlSource", "MysqlSource", "build_source", "json_value"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def json_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(bytes(value)).decode()
+    return value
+
+
+def _command(namespace: str, mode: Mode, data: Mapping[str, Any], position: Mapping[str, Any]) -> NewEntry:
+    return NewEntry(Message(Op.COMMAND, now_ms(), namespace, data), mode, position)
+
+
+class _Threaded:
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pipeline-source")
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=False)
+
+
+class JsonlSource(_Threaded):
+    """Lines of {"op", "namespace", "data"} or plain objects (inserts). Copy to EOF, then Complete;
+    with `follow: true` it keeps polling the file for appended lines (Sync)."""
+
+    def __init__(self, options: Mapping[str, Any], batch_size: int) -> None:
+        super().__init__()
+        self.path = Path(str(options["path"]))
+        self.namespace = str(options.get("namespace") or self.path.stem)
+        self.follow = bool(options.get("follow", False))
+        self.poll_s = float(options.get("poll_s", 1.0))
+        self.batch_size = batch_size
+
+    def _read_from(self, line: int) -> list[tuple[int, bytes]]:
+        out = []
+        with open(self.path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if number <= line:
+                    continue
+                if not raw.endswith(b"\n"):
+                    break  # a line still being written
+                out.append((number, raw))
+                if len(out) >= self.batch_size:
+                    break
+        return out
+
+    def _entry(self, number: int, raw: bytes, mode: Mode) -> NewEntry | None:
+        if not raw.strip():
+            return None
+        position = {"line": number}
+        try:
+            item = orjson.loads(raw)
+            if not isinstance(item, dict):
+                raise ValueError("not a JSON object")
+            if isinstance(item.get("data"), dict):
+                op, ns, data = (
+                    Op(item.get("op", "insert")),
+                    str(item.get("namespace") or self.namespace),
+                    item["data"],
+                )
+            else:
+                op, ns, data = Op.INSERT, self.namespace, item
+        except ValueError as exc:
+            log.warning("%s:%d: skipped: %s", self.path, number, exc)
+            return _command(self.namespace, mode, {"invalid": f"line {number}: {exc}"}, position)
+        doc_key = str(data.get("id", f"line-{number}"))
+        return NewEntry(Message(op, now_ms(), ns, data), mode, position, doc_key)
+
+    async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
+        state = resume.get(self.namespace, ReaderState())
+        mode = Mode.COPY if state.mode is Mode.COPY else Mode.SYNC
+        line = int(state.position.get("line", 0))
+        while True:
+            rows = await self._run(self._read_from, line)
+            if rows:
+                entries = [e for e in (self._entry(n, raw, mode) for n, raw in rows) if e is not None]
+                line = rows[-1][0]
+                if entries:
+                    yield entries
+                continue
+            if mode is Mode.COPY:
+                yield [_command(self.namespace, Mode.COMPLETE, {"copy": "done"}, {"line": line})]
+                mode = Mode.SYNC
+            if not self.follow:
+                return
+            await asyncio.sleep(self.poll_s)
+
+
+class MysqlSource(_Threaded):
+    """Per table: copy (full scan in primary-key order), a Complete marker, then, with a
+    `sync_column`, sync by polling rows whose (sync_column, pk) is above the last one seen.
+
+    Sync limits: the column must grow on every insert and update (AUTO_INCREMENT or a
+    version/timestamp set by the application); deletes are not seen; a row committed later with
+    a value below one already read is missed (use a per-transaction sequence to avoid that).
+    """
+
+    def __init__(self, settings: Settings, options: Mapping[str, Any], batch_size: int) -> None:
+        super().__init__()
+        target = settings.mysql
+        self.database = str(options.get("database") or target.database)
+        self.poll_s = float(options.get("poll_s", 1.0))
+        self.batch_size = batch_size
+        self.tables: list[dict[str, Any]] = []
+        for raw in options["tables"]:
+            spec = {"name": raw} if isinstance(raw, str) else dict(raw)
+            if "name" not in spec:
+                raise InvalidDefinition(f"reader.tables: {raw!r} needs a name")
+            self.tables.append(spec)
+        self._connect_args: dict[str, Any] = {
+            "host": target.host,
+            "port": target.port,
+            "user": target.user,
+            "password": target.password,
+            "database": self.database,
+            "autocommit": True,
+            "charset": "utf8mb4",
+        }
+        self._conn: Any = None
+
+    def namespace(self, table: str) -> str:
+        return f"{self.database}.{table}"
+
+    def _query(self, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+        import pymysql
+        import pymysql.cursors
+
+        if self._conn is None:
+            self._conn = pymysql.connect(**self._connect_args, cursorclass=pymysql.cursors.DictCursor)
+        else:
+            self._conn.ping(reconnect=True)
+        with self._conn.cursor() as cursor:
+            cursor.execute(sql, args)
+            return list(cursor.fetchall())
+
+    async def _primary_key(self, spec: dict[str, Any]) -> list[str]:
+        if spec.get("primary_key"):
+            pk = spec["primary_key"]
+            return [pk] if isinstance(pk, str) else list(pk)
+        rows = await self._run(
+            self._query,
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE"
+            " WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY'"
+            " ORDER BY ORDINAL_POSITION",
+            [self.database, spec["name"]],
+        )
+        if not rows:
+            raise InvalidDefinition(
+                f"MySQL table {self.database}.{spec['name']} has no primary key (or does not exist)"
+            )
+        return [r["COLUMN_NAME"] for r in rows]
+
+    async def _copy(self, spec: dict[str, Any], state: ReaderState) -> AsyncIterator[list[NewEntry]]:
+        from app.pipeline.writers import ident
+
+        table, ns = ident(spec["name"]), self.namespace(spec["name"])
+        pk = await self._primary_key(spec)
+        sync_column = spec.get("sync_column")
+        sync_from = state.position.get("sync_from")
+        if sync_column and "sync_from" not in state.position:
+            rows = await self._run(self._query, f"SELECT MAX({ident(sync_column)}) AS m FROM {table}", [])
+            sync_from = json_value(rows[0]["m"])
+        last = state.position.get("pk")
+        cols = ", ".join(ident(c) for c in pk)
+        while True:
+            where = f"WHERE ({cols}) > ({', '.join(['%s'] * len(pk))})" if last is not None else ""
+            rows = await self._run(
+                self._query,
+                f"SELECT * FROM {table} {where} ORDER BY {cols} LIMIT {self.batch_size}",
+                list(last or []),
+            )
+            if not rows:
+                break
+            entries = []
+            for row in rows:
+                data = {k: json_value(v) for k, v in row.items()}
+                last = [data[c] for c in pk]
+                entries.append(
+                    NewEntry(
+                        Message(Op.INSERT, now_ms(), ns, data),
+                        Mode.COPY,
+                        {"pk": last, "sync_from": sync_from},
+                        _doc_key(last),
+                    )
+                )
+            yield entries
+        done = {"copy": "done", "table": spec["name"]}
+        yield [_command(ns, Mode.COMPLETE, done, {"pk": last, "sync_col": sync_from, "sync_pk": None})]
+
+    async def _sync_once(self, spec: dict[str, Any], position: dict[str, Any]) -> list[NewEntry]:
+        from app.pipeline.writers import ident
+
+        table, ns, column = ident(spec["name"]), self.namespace(spec["name"]), spec["sync_column"]
+        pk = await self._primary_key(spec)
+        order = ", ".join(ident(c) for c in [column, *pk])
+        sync_col, sync_pk = position.get("sync_col"), position.get("sync_pk")
+        if sync_col is None:
+            where, args = f"WHERE {ident(column)} IS NOT NULL", []
+        elif sync_pk is None:
+            where, args = f"WHERE {ident(column)} > %s", [sync_col]
+        else:
+            where, args = f"WHERE ({order}) > ({', '.join(['%s'] * (1 + len(pk)))})", [sync_col, *sync_pk]
+        rows = await self._run(
+            self._query, f"SELECT * FROM {table} {where} ORDER BY {order} LIMIT {self.batch_size}", args
+        )
+        entries = []
+        for row in rows:
+            data = {k: json_value(v) for k, v in row.items()}
+            key = [data[c] for c in pk]
+            position.update(sync_col=data[column], sync_pk=key)
+            entries.append(
+                NewEntry(
+                    Message(Op.UPDATE, now_ms(), ns, data),
+                    Mode.SYNC,
+                    {"sync_col": data[column], "sync_pk": key},
+                    _doc_key(key),
+                )
+            )
+        return entries
+
+    async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
+        positions: dict[str, dict[str, Any]] = {}
+        for spec in self.tables:
+            ns = self.namespace(spec["name"])
+            state = resume.get(ns, ReaderState())
+            if state.mode is Mode.COPY:
+                async for batch in self._copy(spec, state):
+                    if batch[-1].mode is Mode.COMPLETE:
+                        positions[ns] = dict(batch[-1].position)
+                    yield batch
+            else:
+                positions[ns] = dict(state.position)
+        syncing = [s for s in self.tables if s.get("sync_column")]
+        while syncing:
+            idle = True
+            for spec in syncing:
+                batch = await self._sync_once(spec, positions[self.namespace(spec["name"])])
+                if batch:
+                    idle = False
+                    yield batch
+            if idle:
+                await asyncio.sleep(self.poll_s)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._run(self._conn.close)
+        await super().close()
+
+
+def _doc_key(key: list[Any]) -> str:
+    return "|".join(str(k) for k in key)
+
+
+class CompositeSource(_Threaded):
+    """Every partition of every storage topic of a composite topic (new storage topics are picked
+    up at the metadata refresh). Payload JSON objects become the data; other payloads `{"value": ...}`.
+    Positions are next offsets per `storage[partition]`; the document key is `id_field` when present."""
+
+    def __init__(
+        self, settings: Settings, options: Mapping[str, Any], batch_size: int, wait_s: float
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.name = str(options["topic"])
+        self.namespace = str(options.get("namespace") or self.name)
+        self.id_field = str(options.get("id_field", "id"))
+        self.group_field = options.get("group_field")
+        self.start_latest = options.get("start", "earliest") == "latest"
+        self.batch_size = batch_size
+        self.wait_s = max(wait_s, 0.05)
+        self._consumer: Any = None
+        self._assigned: set[tuple[str, int]] = set()
+
+    def _assign_new(self, positions: Mapping[str, Any]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+        from app.composite.store import MetadataStore
+
+        store = MetadataStore(self.settings.bootstrap, self.settings.metadata_topic)
+        try:
+            topic = store.get(self.name)
+        finally:
+            store.close()
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.settings.bootstrap,
+                    "group.id": f"hubstream-pipeline-source-{self.name}",
+                    "enable.auto.commit": False,
+                    "fetch.wait.max.ms": 50,
+                }
+            )
+        new = []
+        for storage in topic.storage_topics:
+            for partition in range(storage.partitions):
+                if (storage.name, partition) in self._assigned:
+                    continue
+                known = positions.get(f"{storage.name}[{partition}]")
+                offset = (
+                    int(known)
+                    if known is not None
+                    else (OFFSET_END if self.start_latest else OFFSET_BEGINNING)
+                )
+                new.append(TopicPartition(storage.name, partition, offset))
+                self._assigned.add((storage.name, partition))
+        if new:
+            self._consumer.incremental_assign(new)
+
+    def _poll(self) -> list[NewEntry]:
+        from confluent_kafka import KafkaError
+
+        out = []
+        msg: Any
+        for msg in self._consumer.consume(self.batch_size, self.wait_s):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise OSError(f"{msg.topic()}[{msg.partition()}]: {msg.error()}")
+            try:
+                payload = orjson.loads(msg.value() or b"null")
+            except orjson.JSONDecodeError:
+                payload = (msg.value() or b"").decode("utf-8", "replace")
+            data = dict(payload) if isinstance(payload, dict) else {"value": payload}
+            if self.group_field:
+                data[str(self.group_field)] = (msg.key() or b"").decode("utf-8", "replace")
+            where = f"{msg.topic()}[{msg.partition()}]"
+            doc_key = str(data[self.id_field]) if self.id_field in data else f"{where}@{msg.offset()}"
+            _, ts = msg.timestamp()
+            out.append(
+                NewEntry(
+                    Message(Op.INSERT, ts if ts > 0 else now_ms(), self.namespace, data),
+                    Mode.SYNC,
+                    {where: msg.offset() + 1},
+                    doc_key,
+                )
+            )
+        return out
+
+    async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
+        positions = dict(resume.get(self.namespace, ReaderState()).position)
+        refresh_at = 0.0
+        while True:
+            if time.monotonic() >= refresh_at:
+                await self._run(self._assign_new, positions)
+                refresh_at = time.monotonic() + self.settings.metadata_refresh_s
+            batch = await self._run(self._poll)
+            if batch:
+                for entry in batch:
+                    positions.update(entry.position)
+                yield batch
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._run(self._consumer.close)
+        await super().close()
+
+
+def build_source(
+    kind: str, settings: Settings, options: Mapping[str, Any], batch_size: int, wait_s: float
+) -> Any:
+    if kind == "jsonl":
+        return JsonlSource(options, batch_size)
+    if kind == "mysql":
+        return MysqlSource(settings, options, batch_size)
+    if kind == "composite":
+        return CompositeSource(settings, options, batch_size, wait_s)
+    raise InvalidDefinition(f"unknown reader type {kind!r}")

@@ -1,0 +1,166 @@
+"""Runs one pipeline inside a Faust app: applies control records to the offsets table (the agent
+body), then starts the engine from the recovered offsets (the app task), and stops it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import MutableMapping
+from typing import Any
+
+from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.pipeline.definition import PipelineDefinition
+from app.pipeline.engine import PipelineRuntime
+from app.pipeline.kafka_log import KafkaCommitLog, PipelineTopics
+from app.pipeline.offsets import WriterState
+from app.pipeline.readers import build_source
+from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, writer_key
+from app.pipeline.writers import build_sink
+from app.settings import Settings
+
+__all__ = ["PipelineHost", "ensure_topics"]
+
+log = logging.getLogger(__name__)
+
+
+def ensure_topics(settings: Settings, topics: PipelineTopics) -> None:
+    KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic()
+    KafkaAdmin(settings.bootstrap).create([TopicSpec(topics.control, 1)])
+
+
+class PipelineHost:
+    def __init__(self, settings: Settings, definition: PipelineDefinition) -> None:
+        self.settings = settings
+        self.definition = definition
+        self.topics = PipelineTopics(definition.name, settings.app_id)
+        self.runtime: PipelineRuntime | None = None
+        self.applied_offset = -1
+        self._commit_log: KafkaCommitLog | None = None
+
+    # -- the control agent's body --------------------------------------------------
+    async def apply(self, table: MutableMapping[str, Any], record: Any, offset: int) -> None:
+        self.applied_offset = offset
+        if not isinstance(record, dict) or "kind" not in record:
+            log.warning("%s[0] offset=%d: ignored control record %r", self.topics.control, offset, record)
+            return
+        kind, writer = record["kind"], record.get("writer")
+        try:
+            if kind == "set":
+                table[str(record["key"])] = record["value"]
+            elif kind == "mark":
+                offset_to = int(record["offset"])
+                if self.runtime is not None:
+                    await self.runtime.mark(str(writer), offset_to)
+                else:
+                    state = WriterState.from_json(table.get(writer_key(str(writer))))
+                    table[writer_key(str(writer))] = state.marked(offset_to).to_json()
+            elif kind in {"step", "resume"}:
+                if self.runtime is None:
+                    log.warning(
+                        "%s[0] offset=%d: %s ignored, the pipeline was not running",
+                        self.topics.control,
+                        offset,
+                        kind,
+                    )
+                elif kind == "step":
+                    log.info("step: %s", await self.runtime.step(str(writer)))
+                else:
+                    log.info("resumed writers: %s", await self.runtime.resume(writer))
+            else:
+                log.warning("%s[0] offset=%d: unknown control kind %r", self.topics.control, offset, kind)
+        except Exception as exc:  # an operator typo must not stop the agent
+            log.error(
+                "%s[0] offset=%d: control record %r failed: %s", self.topics.control, offset, record, exc
+            )
+
+    # -- the app task ----------------------------------------------------------------
+    async def _drain_control(self, timeout_s: float = 60.0) -> None:
+        """Wait until the agent applied every control record written before we started."""
+        end = (
+            await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, [(self.topics.control, 0)])
+        )[0]
+        admin = KafkaAdmin(self.settings.bootstrap)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.applied_offset + 1 < end:
+            committed = (
+                await asyncio.to_thread(admin.committed, self.topics.app_id, self.topics.control, 1)
+            )[0]
+            if committed >= end:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning(
+                    "%s: control records up to %d not applied after %.0f s",
+                    self.topics.control,
+                    end,
+                    timeout_s,
+                )
+                return
+            await asyncio.sleep(0.1)
+
+    async def run(self, table: MutableMapping[str, Any]) -> None:
+        definition = self.definition
+        await self._drain_control()
+        writers, readers = split_states({str(k): v for k, v in table.items()})
+        for name, state in writers.items():
+            log.info(
+                "pipeline %s: writer %s resumes after %s[0] offset=%d%s",
+                definition.name,
+                name,
+                self.topics.log,
+                state.offset,
+                " (replaying a failed range)" if state.failed else "",
+            )
+        self._commit_log = KafkaCommitLog(
+            self.settings.bootstrap, self.topics.log, self.settings.max_payload_bytes
+        )
+        runtime = PipelineRuntime(
+            name=definition.name,
+            log_=self._commit_log,
+            store=KafkaStateStore(ControlChannel(self.settings.bootstrap, self.topics.control)),
+            source=build_source(
+                definition.reader.type,
+                self.settings,
+                definition.reader.options,
+                definition.batch_size,
+                definition.batch_wait_s,
+            ),
+            writers={
+                w.name: (w.branch, build_sink(w.component.type, self.settings, w.component.options))
+                for w in definition.writers
+            },
+            writer_states={w.name: writers.get(w.name, WriterState()) for w in definition.writers},
+            reader_states=readers,
+            batch_size=definition.batch_size,
+            batch_wait_s=definition.batch_wait_s,
+            flush_interval_s=definition.flush_interval_s or self.settings.offset_flush_interval_s,
+            restart_after_s=definition.restart_after_s,
+        )
+        await runtime.start()
+        self.runtime = runtime
+        log.info(
+            "pipeline %s running: %s[0] from offset=%d",
+            definition.name,
+            self.topics.log,
+            min((s.state.next_offset for s in runtime.slots.values()), default=0),
+        )
+        while True:
+            await asyncio.sleep(0.5)
+            if self.settings.pipeline_exit_when_idle and await runtime.idle():
+                log.info("pipeline %s idle: stopping", definition.name)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    async def shutdown(self) -> None:
+        """Clean shutdown: writers get up to `shutdown_timeout_s` (30 s) to commit."""
+        if self.runtime is not None:
+            runtime, self.runtime = self.runtime, None
+            await runtime.stop(self.definition.shutdown_timeout_s)
+            log.info(
+                "pipeline %s stopped: %s",
+                self.definition.name,
+                {n: s.state.offset for n, s in runtime.slots.items()},
+            )
+        if self._commit_log is not None:
+            await self._commit_log.close()

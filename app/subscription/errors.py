@@ -1,0 +1,61 @@
+"""Errors of subscriptions and their endpoints; `retriable` decides retry (RQ) versus DLQ."""
+
+from __future__ import annotations
+
+from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound, ServiceUnavailable
+
+__all__ = [
+    "DeliveryFailed",
+    "EndpointRejected",
+    "EndpointUnavailable",
+    "InvalidSubscription",
+    "NotAttempted",
+    "SubscriptionExists",
+    "SubscriptionNotStopped",
+    "UndecodableMessage",
+    "UnknownSubscription",
+]
+
+
+class InvalidSubscription(InvalidInput):
+    """A subscription definition or operation argument is out of range."""
+
+
+class UnknownSubscription(NotFound):
+    """No subscription by that name."""
+
+
+class SubscriptionExists(ConflictError):
+    """A subscription by that name already exists."""
+
+
+class SubscriptionNotStopped(ConflictError):
+    """The operation needs the subscription stopped first."""
+
+
+class DeliveryFailed(HubstreamError):
+    """The endpoint did not take the message; `retriable` decides retry versus DLQ."""
+
+
+class EndpointUnavailable(DeliveryFailed, ServiceUnavailable):
+    """The endpoint timed out or answered 408, 429 or 5xx; trying again may work."""
+
+    retriable = True
+    http_status = 503
+
+
+class EndpointRejected(DeliveryFailed, InvalidInput):
+    """The endpoint refused the message for good (a 4xx other than 408/429, or invalid payload)."""
+
+    retriable = False
+    http_status = 400
+
+
+class NotAttempted(DeliveryFailed):
+    """A batch sink did not try this message because an earlier one of its group failed in the batch."""
+
+    retriable = True
+
+
+class UndecodableMessage(InvalidInput):
+    """A record on a subscription topic lacks a group id or required headers."""

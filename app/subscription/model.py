@@ -1,0 +1,223 @@
+"""A subscription as a pure value (seed 002, "Subscription"): the MQ it reads, its RQ and DLQ
+composite topics, retry policy, on-DLQ policy, endpoint and shard count.
+
+No I/O here; `app.subscription.registry` persists these values in Kafka.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from app.composite.model import check_partition_count
+from app.subscription.errors import InvalidSubscription
+
+__all__ = [
+    "ENDPOINT_KINDS",
+    "Backoff",
+    "EndpointSpec",
+    "OnDlq",
+    "RetryPolicy",
+    "Status",
+    "Subscription",
+    "check_shard_count",
+]
+
+ENDPOINT_KINDS = ("http", "callable", "batch")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,150}$")
+
+
+class Backoff(StrEnum):
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+
+
+class OnDlq(StrEnum):
+    BLOCK_GROUP = "block_group"  # later messages of the group follow it to DLQ (default)
+    SKIP_FAILED = "skip_failed"  # later messages of the group go on
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+def check_shard_count(partitions: int, shard_count: int, what: str) -> None:
+    if shard_count < 1 or partitions % shard_count:
+        raise InvalidSubscription(
+            f"shard count {shard_count} does not divide the {partitions} partitions of {what}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """`max_attempts` counts every delivery attempt, the first included (1 = never retry)."""
+
+    max_attempts: int = 3
+    backoff: Backoff = Backoff.EXPONENTIAL
+    min_backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+    retry_statuses: tuple[int, ...] = (408, 429)
+    retry_5xx: bool = True
+    retry_timeouts: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_attempts <= 100:
+            raise InvalidSubscription("max_attempts must be between 1 and 100")
+        if not 0 <= self.min_backoff_s <= self.max_backoff_s <= 86_400:
+            raise InvalidSubscription("backoff needs 0 <= min_backoff_s <= max_backoff_s <= 86400")
+
+    def delay_s(self, failed_attempts: int) -> float:
+        """Wait before the next attempt after `failed_attempts` (>= 1) failures."""
+        n = max(1, failed_attempts)
+        raw = self.min_backoff_s * n if self.backoff is Backoff.LINEAR else self.min_backoff_s * 2 ** (n - 1)
+        return float(min(self.max_backoff_s, raw))
+
+    def is_retriable(
+        self, retriable_by_type: bool, status: int | None = None, timed_out: bool = False
+    ) -> bool:
+        """Retriable: timeouts, the listed statuses and 5xx per policy; otherwise the error type decides."""
+        if timed_out:
+            return self.retry_timeouts
+        if status is not None:
+            return status in self.retry_statuses or (self.retry_5xx and 500 <= status <= 599)
+        return retriable_by_type
+
+    def may_retry(self, failed_attempts: int) -> bool:
+        return failed_attempts < self.max_attempts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_attempts": self.max_attempts,
+            "backoff": self.backoff.value,
+            "min_backoff_s": self.min_backoff_s,
+            "max_backoff_s": self.max_backoff_s,
+            "retry_statuses": list(self.retry_statuses),
+            "retry_5xx": self.retry_5xx,
+            "retry_timeouts": self.retry_timeouts,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RetryPolicy:
+        try:
+            return cls(
+                max_attempts=int(data.get("max_attempts", 3)),
+                backoff=Backoff(data.get("backoff", "exponential")),
+                min_backoff_s=float(data.get("min_backoff_s", 1.0)),
+                max_backoff_s=float(data.get("max_backoff_s", 60.0)),
+                retry_statuses=tuple(int(s) for s in data.get("retry_statuses", (408, 429))),
+                retry_5xx=bool(data.get("retry_5xx", True)),
+                retry_timeouts=bool(data.get("retry_timeouts", True)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidSubscription(f"bad retry policy: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """`http` POSTs to `target` (a URL); `callable` calls the in-process sink registered as `target`
+    (`register_sink`); `batch` calls the batch sink registered as `target` (`register_batch_sink`)
+    with up to SUBSCRIPTION_BATCH_MAX messages of one shard at once."""
+
+    kind: str
+    target: str
+    timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENDPOINT_KINDS:
+            raise InvalidSubscription(
+                f"endpoint kind must be one of {', '.join(ENDPOINT_KINDS)}, not {self.kind!r}"
+            )
+        if self.kind == "http" and not self.target.startswith(("http://", "https://")):
+            raise InvalidSubscription(f"http endpoint needs an http(s):// URL, got {self.target!r}")
+        if not self.target:
+            raise InvalidSubscription("endpoint target is empty")
+        if not 0 < self.timeout_s <= 600:
+            raise InvalidSubscription("endpoint timeout_s must be in (0, 600]")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "timeout_s": self.timeout_s}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EndpointSpec:
+        return cls(str(data["kind"]), str(data["target"]), float(data.get("timeout_s", 10.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    name: str
+    topic: str  # the MQ composite topic
+    endpoint: EndpointSpec
+    shard_count: int = 1
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    on_dlq: OnDlq = OnDlq.BLOCK_GROUP
+    status: Status = Status.STOPPED
+    # Bumped by change-shards and offset resets: runners of an older epoch stop and rebuild.
+    epoch: int = 0
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise InvalidSubscription(
+                f"subscription name {self.name!r} must be 1-151 letters, digits, '_' or '-'"
+            )
+        if self.shard_count < 1:
+            raise InvalidSubscription("shard_count must be >= 1")
+
+    @property
+    def rq_topic(self) -> str:
+        return f"{self.name}-rq"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.name}-dlq"
+
+    @property
+    def consumer_group(self) -> str:
+        return f"hubstream-sub-{self.name}"
+
+    def internal_partitions(self, requested: int | None) -> int:
+        """RQ/DLQ partitions: a multiple of shard_count that is an allowed partition count."""
+        count = requested or self.shard_count
+        if count % self.shard_count:
+            raise InvalidSubscription(
+                f"RQ/DLQ partitions {count} are not a multiple of shard count {self.shard_count}"
+            )
+        return check_partition_count(count)
+
+    def bump(self, **changes: Any) -> Subscription:
+        return replace(self, version=self.version + 1, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic": self.topic,
+            "endpoint": self.endpoint.to_json(),
+            "shard_count": self.shard_count,
+            "retry": self.retry.to_json(),
+            "on_dlq": self.on_dlq.value,
+            "status": self.status.value,
+            "epoch": self.epoch,
+            "version": self.version,
+            "rq_topic": self.rq_topic,
+            "dlq_topic": self.dlq_topic,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Subscription:
+        try:
+            return cls(
+                name=str(data["name"]),
+                topic=str(data["topic"]),
+                endpoint=EndpointSpec.from_json(data["endpoint"]),
+                shard_count=int(data.get("shard_count", 1)),
+                retry=RetryPolicy.from_json(data.get("retry", {})),
+                on_dlq=OnDlq(data.get("on_dlq", "block_group")),
+                status=Status(data.get("status", "stopped")),
+                epoch=int(data.get("epoch", 0)),
+                version=int(data.get("version", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidSubscription(f"bad subscription definition: {exc!r}") from exc

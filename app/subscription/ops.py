@@ -1,0 +1,311 @@
+"""Operations behind the CLI: create, describe, start/stop, delete, change-shards, offset reset,
+lag and DLQ listing. Synchronous (confluent-kafka); run by `hubstream subscription …`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from app.composite.routing import group_hash
+from app.composite.store import MetadataStore
+from app.errors import ServiceUnavailable
+from app.kafka.admin import true_end_offsets
+from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
+from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
+from app.subscription.records import decode_internal
+from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
+from app.subscription.shards import check_forward_only, check_shardable, plan_shard_change
+
+__all__ = [
+    "Status",
+    "change_shards",
+    "create",
+    "dlq_list",
+    "lag_report",
+    "read_dlq",
+    "reset_offset",
+    "set_status",
+    "wait_stopped",
+]
+
+
+def create(
+    registry: SubscriptionRegistry,
+    metadata: MetadataStore,
+    name: str,
+    topic: str,
+    endpoint: EndpointSpec,
+    shard_count: int = 1,
+    retry: RetryPolicy | None = None,
+    on_dlq: OnDlq = OnDlq.BLOCK_GROUP,
+    start: bool = False,
+) -> Subscription:
+    if name in registry.refresh():
+        raise SubscriptionExists(f"subscription {name!r} already exists")
+    mq = metadata.get(topic)
+    check_shardable(mq, shard_count)
+    sub = Subscription(name, topic, endpoint, shard_count, retry or RetryPolicy(), on_dlq, Status.STOPPED)
+    # RQ/DLQ start with T0's partition count, so their routing stays shard-consistent with MQ.
+    partitions = sub.internal_partitions(mq.storage_topics[0].partitions)
+    metadata.create(sub.rq_topic, partitions, exist_ok=True)
+    metadata.create(sub.dlq_topic, partitions, exist_ok=True)
+    return registry.put(sub.bump(status=Status.RUNNING if start else Status.STOPPED))
+
+
+def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Subscription:
+    sub = registry.get(name)
+    return sub if sub.status is status else registry.put(sub.bump(status=status))
+
+
+def _committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        return [max(tp.offset, 0) for tp in got]
+    finally:
+        consumer.close()
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: str) -> dict[str, Any]:
+    """Unconsumed MQ and RQ records per shard, and DLQ depth (records in DLQ)."""
+    sub = registry.get(name)
+    out: dict[str, Any] = {"subscription": name, "status": sub.status.value, "shard_count": sub.shard_count}
+    shards: list[dict[str, int]] = [{"shard": s, "mq_lag": 0, "rq_lag": 0} for s in range(sub.shard_count)]
+    for key, topic_name in (("mq_lag", sub.topic), ("rq_lag", sub.rq_topic)):
+        topic = metadata.get(topic_name)
+        tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+        ends = true_end_offsets(metadata.bootstrap, tps)
+        committed = _committed(metadata.bootstrap, sub.consumer_group, tps)
+        for (storage_name, p), end, done in zip(tps, ends, committed, strict=True):
+            storage = topic.storage_topics[topic.index_of(storage_name)]
+            shard = p * sub.shard_count // storage.partitions
+            shards[shard][key] += max(0, end - done)
+    dlq = metadata.get(sub.dlq_topic)
+    dlq_tps = [(s.name, p) for s in dlq.storage_topics for p in range(s.partitions)]
+    out["dlq_depth"] = sum(true_end_offsets(metadata.bootstrap, dlq_tps))
+    out["shards"] = shards
+    return out
+
+
+def wait_stopped(registry: SubscriptionRegistry, name: str, timeout_s: float = 60.0) -> None:
+    """Until no worker marks a shard of `name` as running (marks older than 3 heartbeats count as
+    dead workers: a kill -9 leaves its last mark behind). ServiceUnavailable after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        registry.refresh()
+        stale_ms = int(time.time() * 1000) - int(3 * SHARD_MARK_INTERVAL_S * 1000)
+        live = sorted(
+            s for s, m in registry.shard_marks(name).items() if m["running"] and m["at_ms"] > stale_ms
+        )
+        if not live:
+            return
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(
+                f"shards {live} of subscription {name!r} still run after {timeout_s} s; the subscription "
+                "stays stopped: retry when GET /subscriptions/shards on the workers no longer lists them"
+            )
+        time.sleep(0.5)
+
+
+def _mq_read_from(metadata: MetadataStore, sub: Subscription) -> int:
+    """The first MQ storage topic the subscription has not fully consumed (committed offsets)."""
+    topic = metadata.get(sub.topic)
+    for idx, storage in enumerate(topic.storage_topics[: topic.produce_pointer]):
+        tps = [(storage.name, p) for p in range(storage.partitions)]
+        ends = true_end_offsets(metadata.bootstrap, tps)
+        if any(
+            done < end
+            for done, end in zip(_committed(metadata.bootstrap, sub.consumer_group, tps), ends, strict=True)
+        ):
+            return idx
+    return topic.produce_pointer
+
+
+def change_shards(
+    registry: SubscriptionRegistry,
+    metadata: MetadataStore,
+    name: str,
+    shard_count: int,
+    stop_wait_s: float = 60.0,
+) -> Subscription:
+    """ChangeShardCount: stop, add RQ/DLQ storage topics when needed and switch to them, re-shard, resume.
+
+    GroupState moves when the new shards start: each loads its groups' newest states from the
+    changelog of every slot.
+    """
+    sub = registry.get(name)
+    was_running = sub.status is Status.RUNNING
+    mq, rq, dlq = metadata.get(sub.topic), metadata.get(sub.rq_topic), metadata.get(sub.dlq_topic)
+    plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))  # refuse early
+    if was_running:
+        sub = registry.put(sub.bump(status=Status.STOPPED))
+        wait_stopped(registry, name, stop_wait_s)  # shards commit as they stop, then mark it
+    try:
+        # again once stopped: the shards may have finished an MQ storage topic meanwhile
+        plan = plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))
+    except InvalidSubscription:
+        if was_running:
+            registry.put(sub.bump(status=Status.RUNNING))
+        raise
+    for topic_name, partitions in (
+        (sub.rq_topic, plan.new_rq_partitions),
+        (sub.dlq_topic, plan.new_dlq_partitions),
+    ):
+        if partitions is not None:
+            metadata.add_storage_topic(topic_name, partitions)
+            metadata.switch_produce(topic_name)
+    status = Status.RUNNING if was_running else Status.STOPPED
+    return registry.put(sub.bump(shard_count=shard_count, epoch=sub.epoch + 1, status=status))
+
+
+def reset_offset(
+    registry: SubscriptionRegistry,
+    metadata: MetadataStore,
+    name: str,
+    queue: str,
+    storage_idx: int | None = None,
+    offset: int | None = None,
+    timestamp_ms: int | None = None,
+) -> dict[str, Any]:
+    """MQ: rewind or fast-forward to (storage topic, offset) or a timestamp. RQ/DLQ: forward only."""
+    sub = registry.get(name)
+    if sub.status is Status.RUNNING:
+        raise InvalidSubscription(f"stop subscription {name!r} before resetting offsets")
+    wait_stopped(registry, name, 30.0)
+    if queue not in ("mq", "rq", "dlq"):
+        raise InvalidSubscription("queue must be mq, rq or dlq")
+    if (offset is None) == (timestamp_ms is None):
+        raise InvalidSubscription("give either an offset (with a storage index) or a timestamp")
+    topic = metadata.get({"mq": sub.topic, "rq": sub.rq_topic, "dlq": sub.dlq_topic}[queue])
+    group = sub.consumer_group if queue != "dlq" else f"{sub.consumer_group}-dlq"
+    tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+    ends = dict(zip(tps, true_end_offsets(metadata.bootstrap, tps), strict=True))
+    target: dict[tuple[str, int], int] = {}
+    if offset is not None:
+        idx = storage_idx or 0
+        topic.storage(idx)
+        for i, s in enumerate(topic.storage_topics):
+            for p in range(s.partitions):
+                tp = (s.name, p)
+                target[tp] = ends[tp] if i < idx else (min(offset, ends[tp]) if i == idx else 0)
+    else:
+        consumer = Consumer({"bootstrap.servers": metadata.bootstrap, "group.id": group})
+        try:
+            found = consumer.offsets_for_times(
+                [TopicPartition(t, p, timestamp_ms or 0) for t, p in tps], timeout=10
+            )
+        finally:
+            consumer.close()
+        target = {
+            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)])
+            for tp in found
+        }
+    if queue != "mq":
+        now = _committed(metadata.bootstrap, group, tps)
+        check_forward_only(queue, now, [target[tp] for tp in tps])
+    _commit(metadata.bootstrap, group, target)
+    if queue == "mq":
+        registry.put(sub.bump(epoch=sub.epoch + 1))  # a rewind re-delivers: forget "handled" marks
+    return {"subscription": name, "queue": queue, "offsets": {f"{t}[{p}]": o for (t, p), o in target.items()}}
+
+
+def read_dlq(metadata: MetadataStore, sub: Subscription, group_id: str | None, limit: int) -> list[Any]:
+    """Raw DLQ records (confluent-kafka messages), of one group's partitions when `group_id` is given."""
+    topic = metadata.get(sub.dlq_topic)
+    tps: list[tuple[str, int]] = []
+    for s in topic.storage_topics:
+        parts = [s.route(group_hash(group_id))] if group_id else list(range(s.partitions))
+        tps += [(s.name, p) for p in parts]
+    ends = true_end_offsets(metadata.bootstrap, tps)
+    wanted = {tp: end for tp, end in zip(tps, ends, strict=True) if end > 0}
+    out: list[Any] = []
+    if not wanted:
+        return out
+    consumer = Consumer(
+        {
+            "bootstrap.servers": metadata.bootstrap,
+            "group.id": "hubstream-dlq-browser",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in wanted])
+        while wanted and len(out) < limit:
+            for msg in consumer.consume(1000, 1.0):
+                tp = (msg.topic(), msg.partition())
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        wanted.pop(tp, None)
+                    continue
+                if msg.offset() + 1 >= wanted.get(tp, 0):
+                    wanted.pop(tp, None)
+                if group_id and (msg.key() or b"").decode("utf-8", "replace") != group_id:
+                    continue
+                out.append(msg)
+    finally:
+        consumer.close()
+    return out
+
+
+def dlq_list(
+    metadata: MetadataStore,
+    sub: Subscription,
+    group_id: str | None = None,
+    message_id: str | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    """DLQ records with their failure reason, filtered by group, message id or failure time."""
+    out: list[dict[str, Any]] = []
+    for msg in read_dlq(metadata, sub, group_id, 10 * limit + 10_000):
+        entry = _dlq_entry(msg)
+        if message_id and entry["message_id"] != message_id:
+            continue
+        failed = entry.get("failed_ms") or 0
+        if (since_ms and failed < since_ms) or (until_ms and failed > until_ms):
+            continue
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["group_id"], e["main"]))[:limit]
+
+
+def _dlq_entry(msg: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "group_id": (msg.key() or b"").decode("utf-8", "replace"),
+        "dlq": f"{msg.topic()}[{msg.partition()}]@{msg.offset()}",
+        "payload": (msg.value() or b"")[:512].decode("utf-8", "replace"),
+    }
+    try:
+        meta = decode_internal(msg.headers())
+    except UndecodableMessage as exc:
+        entry.update({"message_id": None, "main": [-1, -1], "reason": "undecodable", "error": str(exc)})
+        return entry
+    entry.update(
+        {"message_id": meta.message_id, "main": list(meta.main), "failed_attempts": meta.failed_attempts}
+    )
+    if meta.failure is not None:
+        f = meta.failure
+        entry.update(
+            {
+                "reason": f.reason,
+                "error_class": f.error_class,
+                "error": f.error,
+                "source": f.source,
+                "failed_ms": f.failed_ms,
+            }
+        )
+    return entry

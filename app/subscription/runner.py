@@ -1,0 +1,349 @@
+"""One shard of one subscription at work: read its MQ and RQ partitions, decide per message with
+the GroupState rules, deliver, sideline to RQ or dead-letter, and commit offsets only after the
+endpoint or the broker confirmed (at-least-once, owned here rather than left to Faust's acks).
+
+Storage topics of MQ and RQ are read one at a time, in order: T_{i+1} only after the shard's
+partitions of T_i are drained and the produce pointer moved past T_i (plus a grace period for
+producers still holding the old pointer), so a group's order holds across SwitchProduce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict, deque
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from app.composite.model import CompositeTopic
+from app.composite.producer import AsyncCompositeProducer
+from app.composite.store import MetadataStore
+from app.kafka.admin import true_end_offsets
+from app.settings import Settings
+from app.subscription.batch import BatchDelivery
+from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats
+from app.subscription.endpoints import BatchSink, Endpoint
+from app.subscription.errors import InvalidSubscription, UndecodableMessage
+from app.subscription.model import Subscription
+from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
+from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
+from app.subscription.state import MessageState
+
+__all__ = ["ShardRunner", "ShardStates", "ShardStats"]
+
+log = logging.getLogger(__name__)
+
+
+class _Reader:
+    """Reads one composite topic's storage topics in order for one shard."""
+
+    def __init__(self, name: str, shard_id: int, shard_count: int, grace_s: float) -> None:
+        self.name = name
+        self.shard_id = shard_id
+        self.shard_count = shard_count
+        self.grace_s = grace_s
+        self.idx = 0
+        self.switch_seen_at: float | None = None
+
+    def partitions(self, topic: CompositeTopic) -> list[TopicPartition]:
+        a = assignments(topic, self.shard_id, self.shard_count, self.idx)[0]
+        return [TopicPartition(a.storage_topic, p) for p in a.assigned_partitions]
+
+
+class ShardRunner:
+    def __init__(
+        self,
+        settings: Settings,
+        sub: Subscription,
+        shard_id: int,
+        states: ShardStates,
+        endpoint: Endpoint | None,
+        metadata: MetadataStore,
+        batch_sink: BatchSink | None = None,
+    ) -> None:
+        """Give `endpoint` (kinds http, callable) or `batch_sink` (kind batch)."""
+        self.settings = settings
+        self.sub = sub
+        self.shard_id = shard_id
+        self.states = states
+        self.metadata = metadata
+        self.stats = ShardStats()
+        self.stopping = asyncio.Event()
+        self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
+        grace = 2 * settings.metadata_refresh_s + 1.0
+        self.mq = _Reader(sub.topic, shard_id, sub.shard_count, grace)
+        self.rq = _Reader(sub.rq_topic, shard_id, sub.shard_count, grace)
+        self._rq_buffers: dict[TopicPartition, deque[Item]] = defaultdict(deque)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._rq_out: AsyncCompositeProducer | None = None
+        self._dlq_out: AsyncCompositeProducer | None = None
+        self._topics: dict[str, tuple[CompositeTopic, float]] = {}
+        # Old RQ storage topics the shard count does not divide: fed into the current RQ storage
+        # topic (this shard feeds partitions p with p % shard_count == shard_id); RQ is consumed
+        # only once every shard finished feeding (seed: ChangeShardCount step 4).
+        self._feed_all: list[TopicPartition] = []
+        self._feed: set[TopicPartition] = set()
+        self._mq_gate_logged = -1
+        self.delivery = Delivery(
+            settings,
+            sub,
+            states,
+            self.stats,
+            self._produce_to,
+            self.generation,
+            endpoint,
+        )
+        self._batch = (
+            None
+            if batch_sink is None
+            else BatchDelivery(
+                self.delivery, batch_sink, settings.subscription_batch_max, sub.endpoint.timeout_s
+            )
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.sub.name}/shard-{self.shard_id}"
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=self.sub.consumer_group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
+        await self._consumer.start()
+        self._rq_out = AsyncCompositeProducer(self.settings, self.sub.rq_topic, store=self.metadata)
+        self._dlq_out = AsyncCompositeProducer(self.settings, self.sub.dlq_topic, store=self.metadata)
+        try:
+            await self._skip_drained(self.mq)
+            await self._plan_feed()
+            await self._skip_drained(self.rq)
+            self._assign()
+            log.info("%s started at MQ storage %d, RQ storage %d", self.label, self.mq.idx, self.rq.idx)
+            next_check = 0.0
+            while not self.stopping.is_set():
+                await self._step()
+                if time.monotonic() >= next_check:
+                    await self._maybe_advance()
+                    next_check = time.monotonic() + 0.5
+        finally:
+            await self.states.flush()
+            await self._consumer.stop()
+            await self._rq_out.close()
+            await self._dlq_out.close()
+            log.info("%s stopped", self.label)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    # -- storage topic order --------------------------------------------------------------------
+    def _topic(self, reader: _Reader) -> CompositeTopic:
+        return self._composite(reader.name)
+
+    def _composite(self, name: str) -> CompositeTopic:
+        """Composite-topic definitions, re-read every COMPOSITE_METADATA_REFRESH_S."""
+        known = self._topics.get(name)
+        if known is None or time.monotonic() - known[1] > self.settings.metadata_refresh_s:
+            known = self._topics[name] = (self.metadata.get(name), time.monotonic())
+        return known[0]
+
+    def _assign(self) -> None:
+        """While old RQ storage topics are fed, only feed: a message sidelined into the new RQ
+        before its group's older RQ messages were fed would be read ahead of them."""
+        assert self._consumer is not None
+        tps = sorted(self._feed)
+        if not self._feed_all:
+            tps += self.mq.partitions(self._topic(self.mq)) + self.rq.partitions(self._topic(self.rq))
+        self._rq_buffers.clear()
+        self._consumer.assign(tps)
+
+    async def _plan_feed(self) -> None:
+        topic, count = self._topic(self.rq), self.sub.shard_count
+        old = self.rq.idx
+        while old < topic.produce_pointer and not chain_keeps_shards(
+            topic, count, old, topic.produce_pointer
+        ):
+            old += 1
+        if old == self.rq.idx:
+            return
+        tps = [
+            TopicPartition(s.name, p)
+            for s in topic.storage_topics[self.rq.idx : old]
+            for p in range(s.partitions)
+        ]
+        self.rq.idx = old
+        if not await self._drained(tps):
+            self._feed_all = tps
+            self._feed = {tp for tp in tps if tp.partition % count == self.shard_id}
+            log.info("%s feeds %d old RQ partitions into RQ storage %d", self.label, len(self._feed), old)
+
+    async def _feed_records(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+        """Re-produce old RQ records (headers kept) so routing puts them in their new shard."""
+        assert self._rq_out is not None
+        for rec in records:
+            try:
+                group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
+            except UndecodableMessage:
+                await self.delivery.undecodable(Item(rec, UNDECODABLE_GROUP, self.rq.idx, True))
+                continue
+            await self._rq_out.produce(group, rec.value or b"", headers=dict(rec.headers or ()))
+            self.stats.fed += 1
+
+    async def _drained(self, tps: list[TopicPartition]) -> bool:
+        assert self._consumer is not None
+        ends = await asyncio.to_thread(
+            true_end_offsets, self.settings.bootstrap, [(t.topic, t.partition) for t in tps]
+        )
+        for tp, end in zip(tps, ends, strict=True):
+            if tp in self._consumer.assignment():
+                pos = await self._consumer.position(tp)
+            else:
+                pos = await self._consumer.committed(tp) or 0
+            if pos < end:
+                return False
+        return True
+
+    async def _skip_drained(self, reader: _Reader) -> None:
+        topic = self._topic(reader)
+        while reader.idx < topic.produce_pointer and await self._drained(reader.partitions(topic)):
+            reader.idx += 1
+
+    def _mq_compatible(self, topic: CompositeTopic) -> bool:
+        """May the shard move from MQ T_i to T_{i+1}? Not when groups would change shards there."""
+        try:
+            check_shardable(topic, self.sub.shard_count, self.mq.idx, self.mq.idx + 1)
+        except InvalidSubscription as exc:
+            if self._mq_gate_logged != self.mq.idx:
+                self._mq_gate_logged = self.mq.idx
+                log.warning("%s: stays at the end of MQ storage %d: %s", self.label, self.mq.idx, exc)
+            return False
+        return True
+
+    async def _maybe_advance(self) -> None:
+        moved = False
+        if self._feed_all and await self._drained(self._feed_all):
+            log.info("%s: old RQ storage topics fed, consuming RQ storage %d", self.label, self.rq.idx)
+            self._feed_all, self._feed = [], set()
+            moved = True
+        for reader in (self.mq, self.rq):
+            topic = self._topic(reader)
+            if reader.idx >= topic.produce_pointer or self._feed_all:
+                continue
+            if reader is self.mq and not self._mq_compatible(topic):
+                continue
+            if reader.switch_seen_at is None:
+                reader.switch_seen_at = time.monotonic()
+            if time.monotonic() - reader.switch_seen_at < reader.grace_s:
+                continue
+            if reader is self.rq and any(self._rq_buffers.values()):
+                continue
+            if await self._drained(reader.partitions(topic)):
+                log.info(
+                    "%s: %s drained, reading storage topic %d",
+                    self.label,
+                    topic.storage_topics[reader.idx].name,
+                    reader.idx + 1,
+                )
+                reader.idx += 1
+                reader.switch_seen_at = None
+                moved = True
+        if moved:
+            await self._commit_positions()
+            self._assign()
+        self.stats.mq_storage_idx, self.stats.rq_storage_idx = self.mq.idx, self.rq.idx
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _step(self) -> None:
+        assert self._consumer is not None
+        rq_names = {tp.topic for tp in self.rq.partitions(self._topic(self.rq))}
+        if not self._consumer.assignment():  # waiting for other shards to finish feeding
+            await asyncio.sleep(0.2)
+            return
+        batch = await self._consumer.getmany(
+            timeout_ms=self._wait_ms(), max_records=self.settings.subscription_batch_max
+        )
+        mq_items: list[Item] = []
+        commit: dict[TopicPartition, int] = {}
+        for tp, records in batch.items():
+            if tp in self._feed:
+                await self._feed_records(records)
+                commit[tp] = records[-1].offset + 1
+            elif tp.topic in rq_names:
+                for rec in records:
+                    self._rq_buffers[tp].append(self._rq_item(rec))
+                self._consumer.pause(tp)
+            else:
+                mq_items += [self._mq_item(rec) for rec in records]
+                commit[tp] = records[-1].offset + 1
+        due = self._due_rq_items(commit)
+        await self._deliver(due + mq_items)
+        if commit:
+            await self.states.flush()  # GroupState changes reach the changelog before offsets move
+            await self._consumer.commit(commit)
+        self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
+
+    def _wait_ms(self) -> int:
+        heads = [b[0].meta.due_ms for b in self._rq_buffers.values() if b and b[0].meta is not None]
+        if not heads:
+            return 200
+        return int(max(0, min(200, min(heads) - time.time() * 1000)))
+
+    def _due_rq_items(self, commit: dict[TopicPartition, int]) -> list[Item]:
+        assert self._consumer is not None
+        now_ms = time.time() * 1000
+        out: list[Item] = []
+        for tp, buffer in self._rq_buffers.items():
+            while buffer and (buffer[0].meta is None or buffer[0].meta.due_ms <= now_ms):
+                item = buffer.popleft()
+                out.append(item)
+                commit[tp] = item.record.offset + 1
+            if not buffer and tp in self._consumer.paused():
+                self._consumer.resume(tp)
+        return out
+
+    def _mq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Item:
+        try:
+            group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
+        except UndecodableMessage:
+            group = UNDECODABLE_GROUP
+        return Item(rec, group, self.mq.idx, False)
+
+    def _rq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Item:
+        try:
+            group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
+            meta: InternalMeta | None = decode_internal(rec.headers)
+        except UndecodableMessage:
+            group, meta = UNDECODABLE_GROUP, None
+        return Item(rec, group, self.rq.idx, True, meta)
+
+    async def _deliver(self, items: list[Item]) -> None:
+        if self._batch is not None:
+            await self._batch.process(items)
+        else:
+            await self.delivery.process(items)
+
+    async def _produce_to(
+        self, queue: str, group: str, rec: ConsumerRecord[bytes, bytes], meta: InternalMeta
+    ) -> MessageState:
+        out = self._rq_out if queue == "rq" else self._dlq_out
+        assert out is not None
+        headers = encode_internal(meta, rec.headers)
+        delivered = await out.produce(group, rec.value or b"", headers=dict(headers))
+        out_name = self.sub.rq_topic if queue == "rq" else self.sub.dlq_topic
+        idx = self._composite(out_name).index_of(delivered.topic)
+        return MessageState.at(meta.main, (idx, delivered.offset))
+
+    async def _commit_positions(self) -> None:
+        assert self._consumer is not None
+        await self.states.flush()
+        offsets: dict[TopicPartition, int] = {}
+        for tp in self._consumer.assignment():
+            if tp.topic in {t.topic for t in self._rq_buffers if self._rq_buffers[t]}:
+                continue
+            offsets[tp] = await self._consumer.position(tp)
+        if offsets:
+            await self._consumer.commit(offsets)

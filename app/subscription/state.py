@@ -1,0 +1,239 @@
+"""GroupState rules (seed 002, "GroupState"): what to do with a group's next message and how
+each outcome moves the group's RQ/DLQ p/c MessageStates.
+
+Positions are `(storage_topic_idx, offset)` tuples. Within one group they are totally ordered:
+a group lives in one partition per storage topic and storage topics are read in order.
+Everything here is pure; the shard runner stores the states in a Faust table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from app.subscription.model import OnDlq
+
+__all__ = [
+    "Action",
+    "GroupState",
+    "MessageState",
+    "Position",
+    "QueueState",
+    "decide_main",
+    "decide_retry",
+    "is_blocked",
+    "on_dead_lettered",
+    "on_delivered",
+    "on_sidelined",
+    "on_skipped",
+    "on_unsidelined",
+]
+
+Position = tuple[int, int]
+
+
+class Action(StrEnum):
+    DELIVER = "deliver"
+    SIDELINE = "sideline"  # to RQ, behind the group's pending messages; not a failure
+    FOLLOW_TO_DLQ = "follow_to_dlq"  # the group is blocked by a DLQ'd message
+    SKIP = "skip"  # already handled (a replay after a crash)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageState:
+    main_topic_idx: int
+    main_topic_offset: int
+    internal_topic_idx: int
+    internal_topic_offset: int
+
+    @property
+    def main(self) -> Position:
+        return (self.main_topic_idx, self.main_topic_offset)
+
+    @property
+    def internal(self) -> Position:
+        return (self.internal_topic_idx, self.internal_topic_offset)
+
+    @classmethod
+    def at(cls, main: Position, internal: Position) -> MessageState:
+        return cls(main[0], main[1], internal[0], internal[1])
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """p: the latest message of the group written to this queue; c: the latest one consumed."""
+
+    p: MessageState | None = None
+    c: MessageState | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.p is not None and (self.c is None or self.p.internal > self.c.internal)
+
+    def produced(self, written: MessageState) -> QueueState:
+        if self.p is not None and self.p.internal >= written.internal:
+            return self
+        return replace(self, p=written)
+
+    def consumed(self, read: MessageState) -> QueueState:
+        if self.c is not None and self.c.internal >= read.internal:
+            return self
+        return replace(self, c=read)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    rq: QueueState = QueueState()
+    dlq: QueueState = QueueState()
+    # Main position of the group's oldest failed message waiting in RQ; later ones queue behind it.
+    retry_head: Position | None = None
+    # Highest main position already handled (delivered, sidelined or dead-lettered): MQ replays
+    # after a crash at or below it are skipped. Valid for MQ reset generation `generation` only.
+    handled: Position | None = None
+    generation: int = 0
+    # The latest copy re-sidelined from RQ behind a failed head: RQ records of the group read before
+    # it with a later main position go behind it too (else they would overtake it).
+    rq_barrier: MessageState | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        def ms(m: MessageState | None) -> list[int] | None:
+            return (
+                None
+                if m is None
+                else [m.main_topic_idx, m.main_topic_offset, m.internal_topic_idx, m.internal_topic_offset]
+            )
+
+        return {
+            "rq": {"p": ms(self.rq.p), "c": ms(self.rq.c)},
+            "dlq": {"p": ms(self.dlq.p), "c": ms(self.dlq.c)},
+            "retry_head": None if self.retry_head is None else list(self.retry_head),
+            "handled": None if self.handled is None else list(self.handled),
+            "generation": self.generation,
+            "rq_barrier": ms(self.rq_barrier),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupState:
+        def ms(v: list[int] | None) -> MessageState | None:
+            return None if v is None else MessageState(int(v[0]), int(v[1]), int(v[2]), int(v[3]))
+
+        def pos(v: list[int] | None) -> Position | None:
+            return None if v is None else (int(v[0]), int(v[1]))
+
+        return cls(
+            rq=QueueState(ms(data["rq"]["p"]), ms(data["rq"]["c"])),
+            dlq=QueueState(ms(data["dlq"]["p"]), ms(data["dlq"]["c"])),
+            retry_head=pos(data.get("retry_head")),
+            handled=pos(data.get("handled")),
+            generation=int(data.get("generation", 0)),
+            rq_barrier=ms(data.get("rq_barrier")),
+        )
+
+
+def is_blocked(state: GroupState | None, on_dlq: OnDlq) -> bool:
+    return state is not None and on_dlq is OnDlq.BLOCK_GROUP and state.dlq.pending
+
+
+def decide_main(state: GroupState | None, main: Position, on_dlq: OnDlq, generation: int = 0) -> Action:
+    """A message read from MQ."""
+    if state is None:
+        return Action.DELIVER
+    if state.generation == generation and state.handled is not None and main <= state.handled:
+        return Action.SKIP
+    if is_blocked(state, on_dlq):
+        return Action.FOLLOW_TO_DLQ
+    if state.rq.pending:
+        return Action.SIDELINE
+    return Action.DELIVER
+
+
+def decide_retry(state: GroupState | None, main: Position, internal: Position, on_dlq: OnDlq) -> Action:
+    """A message read from RQ (a retry, a message sidelined behind one, or an unsidelined one)."""
+    if state is None:
+        return Action.DELIVER
+    if state.rq.c is not None and internal <= state.rq.c.internal:
+        return Action.SKIP
+    if is_blocked(state, on_dlq):
+        return Action.FOLLOW_TO_DLQ
+    if state.retry_head is not None and main > state.retry_head:
+        return Action.SIDELINE
+    barrier = state.rq_barrier
+    if barrier is not None and internal < barrier.internal and main > barrier.main:
+        return Action.SIDELINE
+    return Action.DELIVER
+
+
+def _handled(state: GroupState, main: Position, generation: int) -> GroupState:
+    if state.generation != generation or state.handled is None or main > state.handled:
+        return replace(state, handled=main, generation=generation)
+    return state
+
+
+def _read_from_rq(state: GroupState, read: MessageState | None) -> GroupState:
+    if read is None:
+        return state
+    new = replace(state, rq=state.rq.consumed(read))
+    if new.rq_barrier is not None and read.internal >= new.rq_barrier.internal:
+        new = replace(new, rq_barrier=None)  # everything written before the barrier was read
+    return new
+
+
+def on_delivered(
+    state: GroupState | None, main: Position, read_from_rq: MessageState | None = None, generation: int = 0
+) -> GroupState | None:
+    """The endpoint confirmed. A group that never failed keeps no state (the fast path)."""
+    if state is None:
+        return None
+    new = _handled(_read_from_rq(state, read_from_rq), main, generation)
+    if new.retry_head == main:
+        new = replace(new, retry_head=None)
+    return new
+
+
+def on_sidelined(
+    state: GroupState | None,
+    main: Position,
+    written: MessageState,
+    *,
+    failed: bool,
+    read_from_rq: MessageState | None = None,
+    generation: int = 0,
+) -> GroupState:
+    """The broker confirmed the message in RQ at `written`; `failed` when it was a delivery failure."""
+    new = _read_from_rq(state or GroupState(generation=generation), read_from_rq)
+    new = _handled(replace(new, rq=new.rq.produced(written)), main, generation)
+    if failed:
+        new = replace(new, retry_head=main if new.retry_head is None else min(new.retry_head, main))
+    elif read_from_rq is not None:
+        new = replace(new, rq_barrier=written)
+    return new
+
+
+def on_dead_lettered(
+    state: GroupState | None,
+    main: Position,
+    written: MessageState,
+    read_from_rq: MessageState | None = None,
+    generation: int = 0,
+) -> GroupState:
+    """The broker confirmed the message in DLQ at `written`."""
+    new = _read_from_rq(state or GroupState(generation=generation), read_from_rq)
+    new = _handled(replace(new, dlq=new.dlq.produced(written)), main, generation)
+    if new.retry_head == main:
+        new = replace(new, retry_head=None)
+    return new
+
+
+def on_skipped(state: GroupState | None, read_from_rq: MessageState | None = None) -> GroupState | None:
+    return None if state is None else _read_from_rq(state, read_from_rq)
+
+
+def on_unsidelined(
+    state: GroupState, dlq_read_upto: MessageState, last_written_rq: MessageState | None
+) -> GroupState:
+    """DLQ messages up to `dlq_read_upto` were replayed into RQ (last one at `last_written_rq`)."""
+    new = replace(state, dlq=state.dlq.consumed(dlq_read_upto))
+    if last_written_rq is not None:
+        new = replace(new, rq=new.rq.produced(last_written_rq))
+    return new

@@ -1,0 +1,187 @@
+"""Runs the shard runners this worker owns and stops the ones it lost.
+
+A worker owns slot s when Faust assigned it partition s of the slot topic (and with it the
+GroupState table partition s). Every running subscription's shard whose slot is owned here
+gets a `ShardRunner`; a revoked slot's runners are stopped (and their offsets committed)
+before the rebalance completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from app.composite.model import CompositeTopic
+from app.composite.store import MetadataStore
+from app.settings import Settings
+from app.subscription.endpoints import open_batch_sink, open_endpoint
+from app.subscription.model import Status, Subscription
+from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
+from app.subscription.runner import ShardRunner, ShardStates
+from app.subscription.shards import shard_of_group, slot_of
+
+__all__ = ["ShardKey", "StateTable", "Supervisor"]
+
+log = logging.getLogger(__name__)
+ShardKey = tuple[str, int]
+
+
+class StateTable(Protocol):
+    async def open_shard(
+        self, subscription: str, epoch: int, slot: int, owns: Callable[[str], bool]
+    ) -> ShardStates: ...
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, table: StateTable, owned_slots: Callable[[], set[int]]) -> None:
+        self.settings = settings
+        self.table = table
+        self.owned_slots = owned_slots
+        self.registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+        self.metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+        self.runners: dict[ShardKey, tuple[ShardRunner, asyncio.Task[None], Subscription]] = {}
+        self._owns: dict[ShardKey, Callable[[str], bool]] = {}
+        self._marked_at: dict[ShardKey, float] = {}
+        self._lock = asyncio.Lock()
+
+    def wanted(self, subs: dict[str, Subscription], slots: set[int]) -> dict[ShardKey, Subscription]:
+        out: dict[ShardKey, Subscription] = {}
+        for sub in subs.values():
+            if sub.status is not Status.RUNNING:
+                continue
+            for shard in range(sub.shard_count):
+                if slot_of(sub.name, shard, self.settings.subscription_shard_slots) in slots:
+                    out[(sub.name, shard)] = sub
+        return out
+
+    async def reconcile(self) -> None:
+        """Start wanted shards, stop unwanted ones. Errors are logged and retried at the next call:
+        a slow broker (e.g. end offsets not known in time) must not take the worker down."""
+        try:
+            await self._reconcile()
+        except Exception:
+            log.exception("subscription reconcile failed; retrying at the next reconcile")
+
+    async def _reconcile(self) -> None:
+        async with self._lock:
+            subs = await asyncio.to_thread(self.registry.refresh)
+            wanted = self.wanted(subs, self.owned_slots())
+            for key, (_runner, task, sub) in list(self.runners.items()):
+                new = wanted.get(key)
+                if task.done() or new is None or new.epoch != sub.epoch or new.version != sub.version:
+                    await self._stop(key)
+            for key, sub in wanted.items():
+                if key not in self.runners:
+                    try:
+                        await self._start(sub, key[1])
+                    except Exception:  # this shard retries at the next reconcile; the others go on
+                        log.exception("%s/shard-%d could not start", *key)
+            now = time.monotonic()
+            for key, (_runner, task, sub) in self.runners.items():
+                if not task.done() and now - self._marked_at.get(key, 0.0) >= SHARD_MARK_INTERVAL_S:
+                    await self._mark(key, sub.epoch, running=True)
+
+    async def stop_slots(self, slots: set[int]) -> None:
+        async with self._lock:
+            for name, shard in list(self.runners):
+                if slot_of(name, shard, self.settings.subscription_shard_slots) in slots:
+                    await self._stop((name, shard))
+
+    async def stop_all(self) -> None:
+        async with self._lock:
+            for key in list(self.runners):
+                await self._stop(key)
+
+    async def _start(self, sub: Subscription, shard: int) -> None:
+        mq: CompositeTopic = await asyncio.to_thread(self.metadata.get, sub.topic)
+        current = mq.current
+
+        def owns(group_id: str) -> bool:
+            return shard_of_group(group_id, current, sub.shard_count) == shard
+
+        slot = slot_of(sub.name, shard, self.settings.subscription_shard_slots)
+        states = await self.table.open_shard(sub.name, sub.epoch, slot, owns)
+        _close: Callable[[], Awaitable[None]]
+        if sub.endpoint.kind == "batch":
+            runner = ShardRunner(
+                self.settings, sub, shard, states, None, self.metadata, open_batch_sink(sub.endpoint)
+            )
+            _close = _nothing
+        else:
+            endpoint, _close = open_endpoint(sub.endpoint)
+            runner = ShardRunner(self.settings, sub, shard, states, endpoint, self.metadata)
+
+        async def run() -> None:
+            try:
+                await runner.run()
+            except Exception:
+                log.exception("%s failed; it restarts at the next reconcile", runner.label)
+            finally:
+                await _close()
+
+        self.runners[(sub.name, shard)] = (runner, asyncio.create_task(run(), name=runner.label), sub)
+        self._owns[(sub.name, shard)] = owns
+        await self._mark((sub.name, shard), sub.epoch, running=True)
+
+    async def _stop(self, key: ShardKey) -> None:
+        runner, task, sub = self.runners.pop(key)
+        self._owns.pop(key, None)
+        runner.stop()
+        try:
+            await asyncio.wait_for(task, timeout=30)
+        except TimeoutError:
+            task.cancel()
+            log.error("%s did not stop within 30 s; cancelled", runner.label)
+        await self._mark(key, sub.epoch, running=False)
+        self._marked_at.pop(key, None)
+
+    async def _mark(self, key: ShardKey, epoch: int, running: bool) -> None:
+        """Tell operations (change-shards, unsideline, reset-offset) whether this shard runs here."""
+        try:
+            await asyncio.to_thread(self.registry.mark_shard, key[0], key[1], running, epoch)
+            self._marked_at[key] = time.monotonic()
+        except Exception:  # a missed mark delays an operation; it must not stop the shards
+            log.exception("%s/shard-%d: could not write its shard mark", *key)
+
+    def status(self) -> list[dict[str, Any]]:
+        out = []
+        for (name, shard), (runner, task, sub) in sorted(self.runners.items()):
+            stats = runner.stats
+            out.append(
+                {
+                    "subscription": name,
+                    "shard": shard,
+                    "epoch": sub.epoch,
+                    "running": not task.done(),
+                    "delivered": stats.delivered,
+                    "sidelined": stats.sidelined,
+                    "dead_lettered": stats.dead_lettered,
+                    "skipped": stats.skipped,
+                    "failures": stats.failures,
+                    "mq_storage_idx": stats.mq_storage_idx,
+                    "rq_storage_idx": stats.rq_storage_idx,
+                    "rq_buffered": stats.rq_buffered,
+                    "missed_on_recovery": getattr(runner.states, "missed_on_recovery", 0),
+                    "blocked_groups": _blocked(runner),
+                }
+            )
+        return out
+
+    def runner_for(self, name: str, group_id: str) -> ShardRunner | None:
+        """The runner here whose shard owns the group (by the MQ's current storage topic)."""
+        for key, (runner, _task, _sub) in self.runners.items():
+            if key[0] == name and (runner.states.get(group_id) is not None or self._owns[key](group_id)):
+                return runner
+        return None
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _blocked(runner: ShardRunner) -> list[str]:
+    states = getattr(runner.states, "states", {})
+    return sorted(g for g, s in states.items() if s.dlq.pending)

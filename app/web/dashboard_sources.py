@@ -1,0 +1,238 @@
+"""Read-only queries behind the dashboard, one per capability, over what each already stores.
+
+Global sections (the same from any worker) read Kafka and Cosmos: composite topics, subscription
+lag, pipelines, hub queue depth. Local sections read this worker's in-memory state: its subscription
+shards (counters, blocked groups) and the batches in the batch-table partitions it serves.
+Synchronous functions here are run in a thread by app.web.dashboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from app.composite.store import MetadataStore
+from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.settings import Settings
+
+__all__ = [
+    "batches_local",
+    "composite_section",
+    "hub_section",
+    "pipelines_section",
+    "subscriptions_section",
+]
+
+PIPELINE_LOG_PREFIX = "hubstream.pipeline."
+PIPELINE_LOG_SUFFIX = ".log"
+
+
+def composite_section(metadata: MetadataStore) -> list[dict[str, Any]]:
+    """Every composite topic: storage topics with K, partitions and true end offsets; the produce pointer."""
+    topics = metadata.refresh()
+    tps = [
+        (storage.name, p)
+        for topic in topics.values()
+        for storage in topic.storage_topics
+        for p in range(storage.partitions)
+    ]
+    ends = dict(zip(tps, true_end_offsets(metadata.bootstrap, tps), strict=True)) if tps else {}
+    out: list[dict[str, Any]] = []
+    for name in sorted(topics):
+        topic = topics[name]
+        storage_topics = []
+        for index, storage in enumerate(topic.storage_topics):
+            offsets = [ends[(storage.name, p)] for p in range(storage.partitions)]
+            storage_topics.append(
+                {
+                    "index": index,
+                    "name": storage.name,
+                    "partitions": storage.partitions,
+                    "k": storage.k,
+                    "produce": index == topic.produce_pointer,
+                    "end_offsets": offsets,
+                    "records": sum(offsets),
+                }
+            )
+        out.append(
+            {
+                "name": name,
+                "version": topic.version,
+                "produce_pointer": topic.produce_pointer,
+                "k": topic.storage_topics[topic.produce_pointer].k,
+                "records": sum(s["records"] for s in storage_topics),
+                "storage_topics": storage_topics,
+            }
+        )
+    return out
+
+
+def subscriptions_section(registry: Any, metadata: MetadataStore) -> list[dict[str, Any]]:
+    """Every subscription's definition and lag per shard (MQ, RQ), RQ depth and DLQ depth."""
+    from app.subscription.ops import lag_report
+
+    out: list[dict[str, Any]] = []
+    for name, sub in sorted(registry.refresh().items()):
+        entry: dict[str, Any] = {
+            "name": name,
+            "topic": sub.topic,
+            "status": sub.status.value,
+            "shard_count": sub.shard_count,
+            "epoch": sub.epoch,
+            "on_dlq": sub.on_dlq.value,
+        }
+        try:
+            lag = lag_report(registry, metadata, name)
+        except Exception as exc:  # one broken subscription (e.g. a deleted topic) must not hide the others
+            entry.update(shards=[], mq_lag=0, rq_depth=0, dlq_depth=0, error=f"{type(exc).__name__}: {exc}")
+        else:
+            shards = lag["shards"]
+            entry.update(
+                shards=shards,
+                mq_lag=sum(s["mq_lag"] for s in shards),
+                rq_depth=sum(s["rq_lag"] for s in shards),
+                dlq_depth=lag["dlq_depth"],
+            )
+        out.append(entry)
+    return out
+
+
+def pipelines_section(settings: Settings) -> list[dict[str, Any]]:
+    """Pipelines of this deployment (commit log + offsets changelog under HUBSTREAM_APP_ID): each
+    writer's next offset against the commit log's end."""
+    from app.pipeline.kafka_log import PipelineTopics
+
+    existing = KafkaAdmin(settings.bootstrap).topics()
+    names = sorted(
+        t[len(PIPELINE_LOG_PREFIX) : -len(PIPELINE_LOG_SUFFIX)]
+        for t in existing
+        if t.startswith(PIPELINE_LOG_PREFIX) and t.endswith(PIPELINE_LOG_SUFFIX)
+    )
+    out: list[dict[str, Any]] = []
+    for name in names:
+        topics = PipelineTopics.of(name, settings.app_id)
+        if topics.changelog not in existing:
+            continue  # another deployment's pipeline (or one that never ran)
+        try:
+            out.append(_pipeline(settings, topics))
+        except Exception as exc:  # one broken pipeline must not hide the others
+            out.append(
+                {
+                    "name": name,
+                    "commit_log": topics.log,
+                    "end_offset": 0,
+                    "readers": {},
+                    "writers": [],
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
+            )
+    return out
+
+
+def _pipeline(settings: Settings, topics: Any) -> dict[str, Any]:
+    from app.pipeline.state import read_state, split_states
+
+    state = read_state(settings.bootstrap, topics.changelog, topics.control, topics.app_id)
+    writers, readers = split_states(state)
+    end = true_end_offsets(settings.bootstrap, [(topics.log, 0)])[0]
+    return {
+        "name": topics.name,
+        "commit_log": topics.log,
+        "end_offset": end,
+        "readers": {ns: r.to_json() for ns, r in sorted(readers.items())},
+        "writers": [
+            {
+                "name": writer,
+                "next_offset": s.next_offset,
+                "lag": max(end - s.next_offset, 0),
+                "stopped": s.failed is not None,
+                "error": None if s.failed is None else s.failed.error,
+            }
+            for writer, s in sorted(writers.items())
+        ],
+    }
+
+
+def batches_local(service: Any, max_complete: int = 20, max_total: int = 200) -> list[dict[str, Any]]:
+    """Batches in the table partitions this worker serves: every open one, then the newest complete."""
+    from app.batch.model import ESTIMATED_PREFIX, EXACT_PREFIX, EstimatedBatch, ExactBatch
+
+    found: list[dict[str, Any]] = []
+    for partition in sorted(service.ready):
+        store = service.store(partition)
+        for key, raw in store.scan(EXACT_PREFIX):
+            exact = ExactBatch.decode(int(key[len(EXACT_PREFIX) :]), raw)
+            found.append(
+                {
+                    "kind": "exact",
+                    "batchId": str(exact.batch_id),
+                    "userKey": exact.user_key,
+                    "isClosed": exact.is_closed,
+                    "isComplete": exact.is_complete,
+                    "totalItems": exact.total_items,
+                    "ackedItems": exact.total_items - exact.pending_items,
+                    "pendingItems": exact.pending_items,
+                    "updatedAtMs": exact.updated_at_ms,
+                    "partition": partition,
+                }
+            )
+        for key, raw in store.scan(ESTIMATED_PREFIX):
+            estimated = EstimatedBatch.decode(key[len(ESTIMATED_PREFIX) :].decode(), raw)
+            found.append(
+                {
+                    "kind": "estimated",
+                    "batchId": estimated.batch_id,
+                    "userKey": estimated.user_key,
+                    "isClosed": estimated.is_closed,
+                    "isComplete": estimated.is_complete,
+                    "totalItems": None,
+                    "ackedItems": None,
+                    "pendingItems": estimated.pending,
+                    "updatedAtMs": estimated.updated_at_ms,
+                    "partition": partition,
+                }
+            )
+    return select_batches(found, max_complete, max_total)
+
+
+def select_batches(
+    found: Iterable[dict[str, Any]], max_complete: int, max_total: int
+) -> list[dict[str, Any]]:
+    """Open batches first (newest activity first), then at most `max_complete` complete ones."""
+    newest_first = sorted(found, key=lambda b: (-b["updatedAtMs"], b["batchId"]))
+    open_ = [b for b in newest_first if not b["isComplete"]]
+    done = [b for b in newest_first if b["isComplete"]][:max_complete]
+    return (open_ + done)[:max_total]
+
+
+async def hub_section(hub: Any, max_actors: int, concurrency: int = 4) -> dict[str, Any]:
+    """Unacknowledged events per actor and domain (MessageHub.depth), for at most `max_actors` actors
+    listed from the ledgers container's read feed."""
+    ledgers = hub.repository.io.ledgers
+    actors: list[str] = []
+    truncated = False
+    async for doc in ledgers.read_all_items(max_item_count=min(max_actors + 1, 1000)):
+        if len(actors) >= max_actors:
+            truncated = True
+            break
+        actors.append(str(doc["id"]))
+    gate = asyncio.Semaphore(concurrency)
+
+    async def depth(actor: str) -> dict[str, Any]:
+        async with gate:
+            by_domain = await hub.depth(actor)
+        return {
+            "actor": actor,
+            "depth": sum(by_domain.values()),
+            "by_domain": dict(sorted(by_domain.items())),
+        }
+
+    rows = await asyncio.gather(*(depth(a) for a in sorted(actors)))
+    rows.sort(key=lambda r: (-r["depth"], r["actor"]))
+    return {
+        "actors": rows,
+        "actor_count": len(rows),
+        "total_depth": sum(r["depth"] for r in rows),
+        "truncated": truncated,
+    }

@@ -1,0 +1,91 @@
+"""JSON responses and errors for Faust views.
+
+Every error leaves as HTTP 4xx/5xx with a JSON body {"error": <class>, "reason": <message>};
+a view wrapped in `guarded` never lets an exception escape as a bare 500 page.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+
+from app.errors import HubstreamError, InvalidInput
+from app.settings import Settings
+
+__all__ = ["Unauthorized", "error_response", "guarded", "json_response", "read_json", "require_admin"]
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+class Unauthorized(HubstreamError):
+    """Missing or invalid credentials."""
+
+    http_status = 401
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def error_response(exc: HubstreamError) -> web.Response:
+    return json_response({"error": type(exc).__name__, "reason": str(exc)}, status=exc.http_status)
+
+
+async def read_json(request: web.Request) -> Any:
+    """The request body as JSON, or InvalidInput naming what is wrong with it."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise InvalidInput(f"request body larger than {MAX_BODY_BYTES} bytes")
+    body = await request.read()
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidInput(f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}") from exc
+
+
+def require_admin(request: web.Request, settings: Settings) -> None:
+    """Mutating endpoints need HUBSTREAM_ADMIN_TOKEN as a bearer token when one is set."""
+    if settings.admin_token is None:
+        return
+    supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(supplied.encode(), settings.admin_token.get_secret_value().encode()):
+        raise Unauthorized(
+            "this endpoint needs the admin token (Authorization: Bearer <HUBSTREAM_ADMIN_TOKEN>)"
+        )
+
+
+Handler = Callable[..., Awaitable[web.StreamResponse]]
+
+
+def guarded(handler: Handler) -> Handler:
+    """Turn HubstreamError into its JSON status and anything else into a logged JSON 500."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: Any, **kwargs: Any) -> web.StreamResponse:
+        try:
+            return await handler(*args, **kwargs)
+        except HubstreamError as exc:
+            return error_response(exc)
+        except web.HTTPException:
+            raise
+        except (ServiceRequestError, ServiceResponseError, TimeoutError, ConnectionError) as exc:
+            # A backing store (Cosmos, Kafka) did not answer: retriable, not a bug in the request.
+            log.warning(
+                "%s: backing service unavailable: %s: %s", handler.__qualname__, type(exc).__name__, exc
+            )
+            reason = f"a backing service did not answer ({type(exc).__name__}); retry"
+            return json_response({"error": "ServiceUnavailable", "reason": reason}, status=503)
+        except Exception as exc:
+            log.exception("unhandled error in %s", handler.__qualname__)
+            return json_response({"error": "InternalError", "reason": type(exc).__name__}, status=500)
+
+    return wrapper

@@ -1,0 +1,148 @@
+"""Web server security: the admin-token middleware, the bind check, and log redaction.
+
+- `admin_middleware`: when HUBSTREAM_ADMIN_TOKEN is set, every mutating request (POST, PUT, PATCH,
+  DELETE) needs `Authorization: Bearer <token>`, except the actor endpoints (/api/peek*,
+  /api/dequeue), which authenticate actors with their own JWTs. Reads stay open (the dashboard is
+  read-only).
+- `check_bind`: a worker refuses to listen on a non-loopback WEB_HOST without an admin token.
+- `install_log_redaction`: every log record is scrubbed of the admin token, the hub JWT secret,
+  the Cosmos key, the MySQL password and any `Bearer <token>` before a handler sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import logging
+import re
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+from app.errors import ConfigError
+from app.settings import Settings
+from app.web.responses import Unauthorized, error_response
+
+__all__ = [
+    "MUTATING_METHODS",
+    "REDACTED",
+    "admin_middleware",
+    "check_bind",
+    "install_log_redaction",
+    "is_actor_path",
+    "is_loopback",
+    "redact",
+    "secrets_of",
+]
+
+MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+REDACTED = "***"
+MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
+_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def is_actor_path(path: str) -> bool:
+    """Actor endpoints authenticate with actor JWTs, never with the admin token."""
+    return path == "/api/peek" or path.startswith("/api/peek/") or path == "/api/dequeue"
+
+
+def admin_middleware(settings: Settings) -> Any:
+    """aiohttp middleware guarding mutating requests with HUBSTREAM_ADMIN_TOKEN (when set)."""
+    token = settings.admin_token.get_secret_value().encode() if settings.admin_token else None
+
+    @web.middleware
+    async def require_admin_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token and request.method in MUTATING_METHODS and not is_actor_path(request.path):
+            header = request.headers.get("Authorization", "")
+            supplied = header[7:].strip() if header[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(supplied.encode(), token):
+                return error_response(
+                    Unauthorized(
+                        f"{request.method} {request.path} needs the admin token "
+                        "(Authorization: Bearer <HUBSTREAM_ADMIN_TOKEN>)"
+                    )
+                )
+        return await handler(request)
+
+    return require_admin_token
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
+def check_bind(settings: Settings) -> None:
+    """ConfigError when the web server would listen beyond loopback without an admin token."""
+    if is_loopback(settings.web_host):
+        return
+    token = settings.admin_token.get_secret_value() if settings.admin_token else ""
+    if not token.strip():
+        raise ConfigError(
+            f"WEB_HOST={settings.web_host} is not a loopback address: set HUBSTREAM_ADMIN_TOKEN "
+            "(it then guards every mutating endpoint) or bind WEB_HOST=127.0.0.1"
+        )
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    """Secret values that must never reach a log line."""
+    values = [settings.hub_jwt_secret.get_secret_value()]
+    if settings.admin_token is not None:
+        values.append(settings.admin_token.get_secret_value())
+    if settings.cosmos_key is not None:
+        values.append(settings.cosmos_key.get_secret_value())
+    with contextlib.suppress(ConfigError):
+        values.append(settings.mysql.password)
+    return sorted({v for v in values if len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return _BEARER.sub(rf"\g<1>{REDACTED}", text)
+
+
+class _RedactingFactory:
+    """A LogRecord factory: records are created only for enabled levels, so the cost is per line logged."""
+
+    def __init__(self, inner: Callable[..., logging.LogRecord]) -> None:
+        self.inner = inner
+        self.secrets: list[str] = []
+        self._formatter = logging.Formatter()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.inner(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is logging's problem to report, not ours
+            return record
+        clean = redact(message, self.secrets)
+        if clean != message or record.args:
+            record.msg, record.args = clean, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(self._formatter.formatException(record.exc_info), self.secrets)
+        return record
+
+
+_install_lock = threading.Lock()
+
+
+def install_log_redaction(settings: Settings) -> None:
+    """Scrub this process's log records of the settings' secrets (idempotent; adds new secrets)."""
+    with _install_lock:
+        factory = logging.getLogRecordFactory()
+        if not isinstance(factory, _RedactingFactory):
+            factory = _RedactingFactory(factory)
+            logging.setLogRecordFactory(factory)
+        known = set(factory.secrets) | set(secrets_of(settings))
+        factory.secrets = sorted(known, key=len, reverse=True)

@@ -1,0 +1,68 @@
+"""Builds the Faust app: broker, RocksDB table store, web server, and every capability's
+tables, agents and views (each capability exposes `register(app, settings)` in `agents/`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+
+import faust
+
+from app.kafka.faust_compat import install_true_highwaters
+from app.settings import Settings
+from app.web.metrics import http_middleware
+from app.web.security import admin_middleware, check_bind, install_log_redaction
+
+__all__ = ["CAPABILITIES", "Register", "create_app"]
+
+Register = Callable[[faust.App, Settings], None]
+
+# Modules under agents/ that expose `register(app, settings)`; order is start-up order.
+CAPABILITIES: tuple[str, ...] = (
+    "agents.batches",
+    "agents.hub",
+    "agents.flow",
+    "agents.subscriptions",
+    "agents.web",
+)
+
+
+def create_app(settings: Settings, capabilities: Sequence[str] | None = None) -> faust.App:
+    check_bind(settings)  # ConfigError: a non-loopback WEB_HOST needs HUBSTREAM_ADMIN_TOKEN
+    install_log_redaction(settings)
+    install_true_highwaters(settings.bootstrap)
+    datadir = settings.home / "data" / f"worker-{settings.web_port}"
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{settings.bootstrap}",
+        store=settings.table_store,
+        datadir=str(datadir),
+        topic_partitions=settings.table_partitions,
+        topic_replication_factor=settings.kafka_replication_factor,
+        web_enabled=True,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        web_bind=settings.web_host,
+        broker_session_timeout=settings.broker_session_timeout_s,
+        broker_rebalance_timeout=settings.broker_rebalance_timeout_s,
+        broker_heartbeat_interval=1.0,
+        broker_commit_interval=settings.offset_flush_interval_s,
+        consumer_auto_offset_reset="earliest",
+        table_standby_replicas=1,
+        # Tansu accepts but does not honour aborts, so processing stays at-least-once
+        # with idempotent sinks; hubstream commits only after its sinks confirmed.
+        processing_guarantee="at_least_once",
+        autodiscover=False,
+        web_in_thread=False,
+        web_application_options={"middlewares": [http_middleware(), admin_middleware(settings)]},
+        # Faust's /table/ views expose raw table bytes and its /router/ views answer 500 for unknown
+        # tables; hubstream serves its own views (app.web.openapi lists every one).
+        web_tables_enabled=False,
+        web_router_enabled=False,
+    )
+    for module_name in CAPABILITIES if capabilities is None else capabilities:
+        register: Register = importlib.import_module(module_name).register
+        register(app, settings)
+    return app

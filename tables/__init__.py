@@ -1,0 +1,1 @@
+"""Faust table definitions and their typed access."""

@@ -1,0 +1,163 @@
+"""Batch workers as subprocesses (the real worker: create_app with CAPABILITIES), one Faust app id
+and fresh topics per module, so tests never share a consumer group or a table with anyone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from app.settings import Settings
+
+REPO = Path(__file__).resolve().parents[3]
+PARTITIONS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class BatchWorker:
+    proc: subprocess.Popen[bytes]
+    url: str
+    home: Path
+    env: dict[str, str] = field(repr=False)
+
+    def status(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.url + "/api/v1/batch/status", timeout=5) as response:
+            data: dict[str, Any] = orjson.loads(response.read())
+            return data
+
+    def log(self) -> str:
+        return (self.home / "worker.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(5)
+
+
+def worker_env(stack: Settings, unique: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        HUBSTREAM_APP_ID=f"batch-test-{unique}",
+        KAFKA_BOOTSTRAP=stack.bootstrap,
+        TABLE_PARTITIONS=str(PARTITIONS),
+        BATCH_ACKS_TOPIC=f"batch-acks-{unique}",
+        BATCH_COMPLETIONS_TOPIC=f"batch-completions-{unique}",
+        BROKER_SESSION_TIMEOUT_S="3",
+        BROKER_REBALANCE_TIMEOUT_S="3",
+        OFFSET_FLUSH_INTERVAL_S="0.5",
+    )
+    env.update(extra)
+    return env
+
+
+def start_worker(env: dict[str, str], home: Path) -> BatchWorker:
+    port = free_port()
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(env, HUBSTREAM_HOME=str(home), WEB_PORT=str(port), WEB_HOST="127.0.0.1")
+    log = (home / "worker.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.batch.run_worker"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return BatchWorker(proc, f"http://127.0.0.1:{port}", home, env)
+
+
+def wait_serving(workers: list[BatchWorker], timeout_s: float = 60.0) -> None:
+    """Until the workers together serve every table partition exactly once, each at least one."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        for worker in workers:
+            assert worker.proc.poll() is None, f"worker died:\n{worker.log()[-3000:]}"
+        try:
+            by_worker = [w.status()["partitionsServed"] for w in workers]
+            served = [p for ps in by_worker for p in ps]
+            if sorted(served) == list(range(PARTITIONS)) and all(by_worker):
+                return
+            last = served
+        except OSError as exc:
+            last = exc
+        time.sleep(0.3)
+    raise AssertionError(f"workers not serving all partitions after {timeout_s} s: {last}")
+
+
+def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list[dict[str, Any]]:
+    """Every completion event on the topic so far."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        events, eof, deadline = [], set(), time.monotonic() + timeout_s
+        while len(eof) < PARTITIONS and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                eof.add(msg.partition())
+                continue
+            events.append(orjson.loads(msg.value() or b"null"))
+        return events
+    finally:
+        consumer.close()
+
+
+def wait_for(predicate: Any, timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def module_unique() -> str:
+    return f"{time.time_ns() % 10**10:x}"
+
+
+@pytest.fixture(scope="module")
+def batch_worker(
+    stack: Settings, module_unique: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BatchWorker]:
+    worker = start_worker(worker_env(stack, module_unique), tmp_path_factory.mktemp("batch-worker"))
+    try:
+        wait_serving([worker])
+        yield worker
+    finally:
+        worker.stop()

@@ -1,0 +1,60 @@
+"""A MessageHub on a fresh Cosmos database per test, with small drawers so few events span many."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+import pytest_asyncio
+
+from app.cosmos import CosmosStore
+from app.dataavailable import DataAvailable
+from app.hub import MessageHub
+from app.hub.cosmos_io import catalog_from_doc, drawer_from_doc
+from app.hub.model import CatalogEntry, DrawerState
+from app.settings import Settings
+
+DRAWER_CAPACITY = 5
+
+
+@pytest_asyncio.fixture
+async def hub(stack: Settings, cosmos: CosmosStore) -> AsyncIterator[MessageHub]:
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_read_page_size": 4})
+    opened = await MessageHub.open(settings, store=cosmos)
+    yield opened
+    await opened.close()
+
+
+def events(
+    recipient: str,
+    n: int,
+    *,
+    domain: str = "timeseries",
+    message_type: str = "mt",
+    weight: int = 1024,
+    bundleable: bool = True,
+) -> list[DataAvailable]:
+    return [
+        DataAvailable(str(uuid.uuid4()), recipient, domain, message_type, weight, bundleable)
+        for _ in range(n)
+    ]
+
+
+async def catalog(hub: MessageHub, recipient: str, domain: str = "timeseries") -> list[CatalogEntry]:
+    io = hub.repository.io
+    pk = f"{recipient}|{domain}"
+    docs = await io.query(io.catalog, "SELECT * FROM c WHERE c.pk = @pk", pk, {"@pk": pk})
+    return sorted((catalog_from_doc(d) for d in docs), key=lambda e: e.seq)
+
+
+async def drawers(
+    hub: MessageHub, recipient: str, domain: str = "timeseries", message_type: str = "mt"
+) -> list[DrawerState]:
+    io = hub.repository.io
+    pk = f"{recipient}|{domain}|{message_type}"
+    docs = await io.query(io.drawers, "SELECT * FROM c WHERE c.pk = @pk", pk, {"@pk": pk})
+    return sorted((drawer_from_doc(d) for d in docs), key=lambda d: d.ordinal)
+
+
+def ids(items: Sequence[object]) -> list[str]:
+    return [getattr(i, "event", i).id for i in items]

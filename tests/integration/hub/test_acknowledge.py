@@ -1,0 +1,112 @@
+"""Every row of the seed's acknowledge table, observed in the drawer and catalog documents.
+
+"Catalog added" is what a dequeue adds to the catalog; entries it leaves pointing at acknowledged
+events are removed by the next peek that meets them (checked at the end of each test).
+"""
+
+from __future__ import annotations
+
+from app.hub import MessageHub
+from app.hub.model import CatalogEntry
+from tests.integration.hub.conftest import DRAWER_CAPACITY, catalog, drawers, events, ids
+
+MB = 1024 * 1024
+HEAVY = 20 * MB  # two per bundle: a peek can leave events behind in a drawer
+
+
+async def dequeue_adding(hub: MessageHub, actor: str, bundle_id: str) -> list[CatalogEntry]:
+    """Dequeue and return the catalog entries it added."""
+    before = set(await catalog(hub, actor))
+    await hub.dequeue(actor, bundle_id)
+    return [e for e in await catalog(hub, actor) if e not in before]
+
+
+async def assert_catalog_clean_after_peek(hub: MessageHub, actor: str) -> None:
+    await hub.peek(actor)
+    entries = await catalog(hub, actor)
+    live = {(d.drawer_id, d.unacked_from) for d in await drawers(hub, actor) if d.unacked_from is not None}
+    assert {(e.drawer_id, e.seq) for e in entries} == live
+
+
+async def test_events_left_after_peek_get_an_entry_pointing_at_the_next_one(
+    hub: MessageHub, unique: str
+) -> None:
+    actor = f"left-{unique}"
+    saved = events(actor, 4, weight=HEAVY)
+    await hub.save(saved)
+    bundle = await hub.peek(actor)
+    assert bundle is not None and ids(bundle.events) == ids(saved[:2])
+    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
+    [drawer] = await drawers(hub, actor)
+    assert entry.drawer_id == drawer.drawer_id
+    assert entry.seq == drawer.unacked_from == bundle.events[-1].seq + 1
+    assert drawer.ack_seq == bundle.events[-1].seq
+    assert await hub.depth(actor) == {"timeseries": 2}
+    await assert_catalog_clean_after_peek(hub, actor)
+
+
+async def test_drawer_emptied_and_nothing_new_gets_no_entry_until_the_next_save(
+    hub: MessageHub, unique: str
+) -> None:
+    actor = f"empty-{unique}"
+    await hub.save(events(actor, 2, weight=HEAVY))
+    bundle = await hub.peek(actor)
+    assert bundle is not None and len(bundle.events) == 2
+    assert await dequeue_adding(hub, actor, bundle.bundle_id) == []
+    [drawer] = await drawers(hub, actor)
+    assert drawer.unacked_from is None
+    assert await hub.peek(actor) is None
+    assert await catalog(hub, actor) == []  # that peek removed the entry the dequeue left behind
+    later = events(actor, 1)
+    await hub.save(later)  # the same (not full) drawer gains an unacknowledged event: Save adds the entry
+    [entry] = await catalog(hub, actor)
+    assert entry.drawer_id == drawer.drawer_id and entry.seq == drawer.last_seq + 1
+    again = await hub.peek(actor)
+    assert again is not None and ids(again.events) == ids(later)
+
+
+async def test_drawer_emptied_but_new_events_since_peek_get_an_entry(hub: MessageHub, unique: str) -> None:
+    actor = f"since-{unique}"
+    await hub.save(events(actor, 2, weight=HEAVY))
+    bundle = await hub.peek(actor)
+    assert bundle is not None and len(bundle.events) == 2
+    later = events(actor, 2)
+    await hub.save(later)  # the drawer still has unacknowledged (peeked) events: Save adds no entry
+    assert len(await catalog(hub, actor)) == 1
+    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
+    [drawer] = await drawers(hub, actor)
+    assert entry.seq == drawer.unacked_from == bundle.events[-1].seq + 1
+    again = await hub.peek(actor)
+    assert again is not None and ids(again.events) == ids(later)
+    await assert_catalog_clean_after_peek(hub, actor)
+
+
+async def test_impossible_row_leftovers_never_vanish_when_more_events_arrive(
+    hub: MessageHub, unique: str
+) -> None:
+    actor = f"never-{unique}"
+    saved = events(actor, 3, weight=HEAVY)
+    await hub.save(saved)
+    bundle = await hub.peek(actor)
+    assert bundle is not None and ids(bundle.events) == ids(saved[:2])
+    later = events(actor, 1, weight=HEAVY)
+    await hub.save(later)
+    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
+    assert entry.seq == bundle.events[-1].seq + 1  # the leftover, not the newer event
+    rest = await hub.peek(actor)
+    assert rest is not None and ids(rest.events) == ids(saved[2:] + later)
+    await assert_catalog_clean_after_peek(hub, actor)
+
+
+async def test_a_full_drained_drawer_is_removed(hub: MessageHub, unique: str) -> None:
+    actor = f"drain-{unique}"
+    saved = events(actor, DRAWER_CAPACITY + 2)
+    await hub.save(saved)
+    assert len(await drawers(hub, actor)) == 2
+    bundle = await hub.peek(actor)
+    assert bundle is not None and ids(bundle.events) == ids(saved)
+    await hub.dequeue(actor, bundle.bundle_id)
+    remaining = await drawers(hub, actor)
+    assert len(remaining) == 1 and remaining[0].used == 2 and remaining[0].unacked_from is None
+    assert await hub.peek(actor) is None
+    assert await catalog(hub, actor) == []

@@ -1,0 +1,59 @@
+"""A save that dies after writing (its claim is never released) is voided when its lease expires;
+the retried events are placed again and delivered exactly once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.cosmos import CosmosStore
+from app.hub import MessageHub
+from app.hub.errors import SaveInProgress
+from app.settings import Settings
+from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
+
+
+class Crash(Exception):
+    """Stands in for the worker dying between writing and releasing its claim."""
+
+
+async def test_crashed_save_is_voided_and_retried_exactly_once(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 4.0})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"crash-{unique}"
+    before = events(actor, 2)
+    await hub.save(before)
+    batch = events(actor, 7)
+
+    async def die(recipient: str, token: str) -> None:
+        raise Crash(token)
+
+    real_release = hub.repository._release
+    hub.repository._release = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await hub.save(batch)
+    hub.repository._release = real_release  # type: ignore[method-assign]
+
+    with pytest.raises(SaveInProgress):  # the claim still holds its lease: retry later
+        await hub.save(batch)
+    first = await hub.peek(actor)
+    assert first is not None and ids(first.events) == ids(before)  # the fence hides the dead save
+    await hub.dequeue(actor, first.bundle_id)
+
+    ledger, _ = await hub.repository._read_ledger(actor)
+    [dead] = ledger.claims
+    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
+    retried = await hub.save(batch)
+    assert (retried.saved, retried.duplicates) == (7, 0)  # the voided entries count as absent
+    again = await hub.save(batch)
+    assert (again.saved, again.duplicates) == (0, 7)
+    delivered = []
+    while (bundle := await hub.peek(actor)) is not None:
+        delivered.extend(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert ids(delivered) == ids(batch)  # once each, in order; the dead save's documents stay invisible
+    await hub.close()

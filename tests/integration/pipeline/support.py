@@ -1,0 +1,77 @@
+"""Helpers for the pipeline integration tests: run `hubstream pipeline ...` as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["HUBSTREAM", "cli", "cli_json", "free_port", "start", "status", "stop", "wait"]
+
+HUBSTREAM = str(Path(sys.executable).with_name("hubstream"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(file: Path, home: Path, port: int) -> subprocess.Popen[bytes]:
+    """`hubstream pipeline run FILE` with its own home (datadir) and web port; output to home/run-*.log."""
+    env = {
+        **os.environ,
+        "HUBSTREAM_HOME": str(home),
+        "WEB_PORT": str(port),
+        "BROKER_SESSION_TIMEOUT_S": "6",
+        "BROKER_REBALANCE_TIMEOUT_S": "6",
+    }
+    log = open(home / f"run-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [HUBSTREAM, "pipeline", "run", str(file), "--loglevel", "warning"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
+    """Clean shutdown (SIGTERM): writers commit and offsets are flushed; returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        return proc.wait(timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([HUBSTREAM, "pipeline", *args], capture_output=True, timeout=60)
+
+
+def cli_json(*args: str) -> Any:
+    done = cli(*args)
+    assert done.returncode == 0, (args, done.stderr.decode())
+    return orjson.loads(done.stdout)
+
+
+def status(name: str) -> dict[str, Any]:
+    report: dict[str, Any] = cli_json("status", name)
+    return report

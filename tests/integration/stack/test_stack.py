@@ -1,0 +1,142 @@
+"""`hubstream stack up|down|status`: reuse, clear errors, and stopping only what it started."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from app.stack import stack_up
+from app.stack.errors import MissingTool, PortHeldByOther, ServiceUnreachable
+from app.stack.services import broker_process, cosmos_process, ensure_mysql_database
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def squatter() -> Iterator[int]:
+    """A port held by a program that is neither Kafka nor Cosmos (accepts, never answers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4096)  # probes connect and are never accepted: keep the backlog from filling
+        yield sock.getsockname()[1]
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_stack_up_reuses_running_services(stack: Settings, tmp_path: Path) -> None:
+    elsewhere = stack.model_copy(update={"home": tmp_path})
+    report = stack_up(elsewhere)
+    assert report.kafka.startswith("reused")
+    assert report.cosmos.startswith("reused")
+    assert report.mysql.startswith("ok")
+    down = run_cli("stack", "down", HUBSTREAM_HOME=str(tmp_path))
+    assert down.returncode == 0
+    assert "stopped: nothing" in down.stdout
+    assert broker_process(stack).healthy(), "stack down must not stop a broker it did not start"
+    assert cosmos_process(stack).healthy()
+
+
+def test_status_reports_each_service(stack: Settings) -> None:
+    result = run_cli("stack", "status")
+    assert result.returncode == 0
+    assert '"kafka": "running' in result.stdout
+    assert '"cosmos": "running' in result.stdout
+    assert '"mysql": "ok' in result.stdout
+
+
+def test_port_held_by_another_program_names_the_setting(
+    stack: Settings, squatter: int, tmp_path: Path
+) -> None:
+    settings = stack.model_copy(update={"home": tmp_path, "embedded_cosmos_port": squatter})
+    process = cosmos_process(settings)
+    process.start_timeout_s = 3.0  # how long a listener gets to answer before it counts as foreign
+    with pytest.raises(PortHeldByOther, match=f"127.0.0.1:{squatter}.*EMBEDDED_COSMOS_PORT"):
+        process.start()
+    result = run_cli("stack", "up", HUBSTREAM_HOME=str(tmp_path), EMBEDDED_BROKER_PORT=str(squatter))
+    assert result.returncode == 1
+    assert "EMBEDDED_BROKER_PORT" in result.stderr
+
+
+def test_missing_node_is_a_clear_error(
+    stack: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MissingTool, match="node is not on PATH"):
+        cosmos_process(stack)
+
+
+def test_unreachable_mysql_names_mysql_url(stack: Settings) -> None:
+    settings = stack.model_copy(update={"mysql_url": "mysql://root@127.0.0.1:1/hubstream"})
+    with pytest.raises(ServiceUnreachable, match="MYSQL_URL"):
+        ensure_mysql_database(settings)
+    result = run_cli("stack", "up", MYSQL_URL="mysql://root@127.0.0.1:1/hubstream")
+    assert result.returncode == 1
+    assert "MYSQL_URL" in result.stderr
+
+
+def test_mysql_database_is_created_when_missing(stack: Settings, unique: str) -> None:
+    import pymysql
+
+    settings = stack.model_copy(update={"mysql_url": f"mysql://root@127.0.0.1:3306/hs_{unique}"})
+    assert ensure_mysql_database(settings).startswith("ok")
+    conn = pymysql.connect(host="127.0.0.1", user="root")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW DATABASES LIKE %s", (f"hs_{unique}",))
+            assert cur.fetchone() == (f"hs_{unique}",)
+            cur.execute(f"DROP DATABASE `hs_{unique}`")
+    finally:
+        conn.close()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_up_starts_and_down_stops_its_own_services(stack: Settings, tmp_path: Path) -> None:
+    """A second stack on other ports: started, recorded by pid files, answering, then stopped."""
+    env = {
+        "HUBSTREAM_HOME": str(tmp_path),
+        "EMBEDDED_BROKER_PORT": str(_free_port()),
+        "EMBEDDED_COSMOS_PORT": str(_free_port()),
+    }
+    up = run_cli("stack", "up", **env)
+    assert up.returncode == 0, up.stderr
+    assert '"kafka": "started' in up.stdout
+    assert '"cosmos": "started' in up.stdout
+    assert (tmp_path / "pids" / "broker.pid").is_file()
+    assert (tmp_path / "logs" / "cosmos.log").is_file()
+    again = run_cli("stack", "up", **env)
+    assert '"kafka": "running' in again.stdout, "a second `up` reuses what the first started"
+    down = run_cli("stack", "down", **env)
+    assert down.returncode == 0
+    assert "cosmos" in down.stdout
+    assert "broker" in down.stdout
+    assert not (tmp_path / "pids" / "broker.pid").exists()
+    settings = stack.model_copy(
+        update={
+            "home": tmp_path,
+            "embedded_broker_port": int(env["EMBEDDED_BROKER_PORT"]),
+            "embedded_cosmos_port": int(env["EMBEDDED_COSMOS_PORT"]),
+        }
+    )
+    assert not broker_process(settings).healthy()
+    assert not cosmos_process(settings).healthy()

@@ -1,0 +1,132 @@
+"""Helpers for subscription integration tests: worker subprocesses and a failing HTTP endpoint.
+
+Subscriptions need only the broker, so `stack` and `metadata` are overridden here to start or
+reuse the broker alone: a busy Cosmos endpoint must not fail these tests. A broker that does not
+answer fails them loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from app.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def stack(kafka: Settings) -> Settings:
+    """Subscriptions need only the broker (the shared `metadata` fixture builds on `stack`)."""
+    return kafka
+
+
+@dataclass
+class Workers:
+    home: Path
+    app_id: str
+    settings: Settings
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def registry_topic(self) -> str:
+        return f"__subs-{self.app_id}"
+
+    def start(self, web_port: int) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "HUBSTREAM_HOME": str(self.home),
+            "HUBSTREAM_APP_ID": self.app_id,
+            "WEB_PORT": str(web_port),
+            "BROKER_SESSION_TIMEOUT_S": "6",
+            "BROKER_REBALANCE_TIMEOUT_S": "6",
+            "COMPOSITE_METADATA_REFRESH_S": "1",
+            "KAFKA_BOOTSTRAP": self.settings.bootstrap,
+            # a registry of its own, so test workers never run other tests' subscriptions
+            "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
+        }
+        log = open(self.home / f"worker-{web_port}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli.main", "worker", "--loglevel", "info"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parents[3],
+        )
+        self.procs[web_port] = proc
+        return proc
+
+    def kill9(self, web_port: int) -> None:
+        proc = self.procs.pop(web_port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+
+
+@pytest.fixture
+def workers(stack: Settings, tmp_path: Path, unique: str) -> Iterator[Workers]:
+    w = Workers(tmp_path, f"subtest-{unique}", stack)
+    yield w
+    w.stop_all()
+
+
+@dataclass
+class Endpoint:
+    """Delivery log per group; fails on purpose: `transient` groups answer 503 for their first
+    attempts of each message, `broken` message ids answer 404 for good."""
+
+    url: str = ""
+    transient: set[str] = field(default_factory=set)
+    transient_failures: int = 2
+    broken: set[str] = field(default_factory=set)
+    delivered: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    attempts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    seq_attempts: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    async def handle(self, request: web.Request) -> web.Response:
+        group = request.headers["X-Group-Id"]
+        message_id = request.headers["X-Message-Id"]
+        seq = int((await request.read()).decode().split(":")[1])
+        self.attempts[message_id] += 1
+        self.seq_attempts[seq] += 1
+        if seq in self.broken_seqs():
+            return web.Response(status=404)
+        if group in self.transient and self.attempts[message_id] <= self.transient_failures:
+            return web.Response(status=503)
+        self.delivered[group].append(seq)
+        return web.Response(status=204)
+
+    def broken_seqs(self) -> set[int]:
+        return {int(s) for s in self.broken}
+
+
+@pytest_asyncio.fixture
+async def endpoint() -> AsyncIterator[Endpoint]:
+    ep = Endpoint()
+    app = web.Application()
+    app.router.add_post("/deliver", ep.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    ep.url = f"http://127.0.0.1:{port}/deliver"
+    yield ep
+    await runner.cleanup()

@@ -1,0 +1,62 @@
+"""Shard runners in the test process (real broker, RQ/DLQ topics), for endpoints that live in-process.
+
+`MemoryStates` implements the `ShardStates` port in memory: the GroupState table is covered by the
+worker tests; here the object under test is delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from app.composite.store import MetadataStore
+from app.settings import Settings
+from app.subscription.endpoints import BatchSink, Endpoint
+from app.subscription.model import Subscription
+from app.subscription.runner import ShardRunner
+from app.subscription.state import GroupState
+
+
+class MemoryStates:
+    def __init__(self) -> None:
+        self.states: dict[str, GroupState] = {}
+
+    def get(self, group_id: str) -> GroupState | None:
+        return self.states.get(group_id)
+
+    def put(self, group_id: str, state: GroupState) -> None:
+        self.states[group_id] = state
+
+    async def flush(self) -> None:
+        return None
+
+
+@asynccontextmanager
+async def running_shards(
+    settings: Settings,
+    sub: Subscription,
+    metadata: MetadataStore,
+    endpoint: Endpoint | None = None,
+    batch_sink: BatchSink | None = None,
+    states: MemoryStates | None = None,
+) -> AsyncIterator[list[ShardRunner]]:
+    """Every shard of `sub`; `states` shared by all shards stands for the re-sharded state table."""
+    runners = [
+        ShardRunner(settings, sub, shard, states or MemoryStates(), endpoint, metadata, batch_sink)
+        for shard in range(sub.shard_count)
+    ]
+    tasks = [asyncio.create_task(r.run()) for r in runners]
+    try:
+        yield runners
+    finally:
+        for r in runners:
+            r.stop()
+        await asyncio.gather(*tasks)
+
+
+async def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)

@@ -1,0 +1,109 @@
+"""Acceptance: two `hubstream worker` processes, storage-topic switch, shard-count change,
+kill -9 of one worker and its restart, with an HTTP endpoint failing on purpose.
+
+Afterwards every message is delivered or in DLQ, per group the delivered order is the produce
+order (a duplicate may only repeat the message just delivered), and duplicates are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec, RetryPolicy
+from app.subscription.registry import SubscriptionRegistry
+from tests.integration.subscription.conftest import Endpoint, Workers
+
+MESSAGES = 20_000
+GROUPS = 500
+
+
+async def _produce(
+    stack: Settings, metadata: MetadataStore, topic: str, seqs: range, produced: dict[str, list[int]]
+) -> None:
+    def run() -> None:
+        with CompositeProducer(
+            stack, topic, store=MetadataStore(stack.bootstrap, stack.metadata_topic)
+        ) as producer:
+            for seq in seqs:
+                g = f"g{seq % GROUPS}"
+                producer.produce(g, f"{g}:{seq}")
+                produced[g].append(seq)
+
+    await asyncio.to_thread(run)
+
+
+async def _until(check: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.5)
+
+
+async def test_acceptance_failover_switch_and_reshard(
+    stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str
+) -> None:
+    topic = f"acc-{unique}"
+    metadata.create(topic, 4)
+    groups = [f"g{i}" for i in range(GROUPS)]
+    endpoint.transient = set(groups[:25])
+    produced: dict[str, list[int]] = {g: [] for g in groups}
+    endpoint.broken = {
+        str(seq) for seq in range(40 + 3 * GROUPS, 40 + 3 * GROUPS + 5)
+    }  # 5 groups fail for good
+    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    sub = ops.create(
+        registry,
+        metadata,
+        f"acc-{unique}",
+        topic,
+        EndpointSpec("http", endpoint.url, 5.0),
+        shard_count=2,
+        retry=RetryPolicy(max_attempts=4, min_backoff_s=0.2, max_backoff_s=0.5),
+        start=True,
+    )
+    base = 17000 + int(unique[:4], 16) % 900
+    workers.start(base)
+    workers.start(base + 1)
+    await _produce(stack, metadata, topic, range(0, MESSAGES // 2), produced)
+    await _until(lambda: sum(map(len, endpoint.delivered.values())) >= 2000, 90)  # shards are running
+    metadata.add_storage_topic(topic, 8)
+    metadata.switch_produce(topic)
+    await _produce(stack, metadata, topic, range(MESSAGES // 2, 3 * MESSAGES // 4), produced)
+    await asyncio.sleep(3)
+    await asyncio.to_thread(ops.change_shards, registry, metadata, sub.name, 4)  # waits for the stop
+    await _until(lambda: sum(map(len, endpoint.delivered.values())) >= 8000, 90)
+    delivered_before_kill = sum(map(len, endpoint.delivered.values()))
+    workers.kill9(base + 1)
+    await _produce(stack, metadata, topic, range(3 * MESSAGES // 4, MESSAGES), produced)
+    await asyncio.sleep(8)
+    workers.start(base + 1)
+    deadline = time.monotonic() + 150
+    dlq: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        got = sum(len(set(v)) for v in endpoint.delivered.values())
+        if got >= MESSAGES - 200:
+            dlq = await asyncio.to_thread(
+                ops.dlq_list, metadata, registry.get(sub.name), None, None, None, None, 100_000
+            )
+            if got + len(dlq) >= MESSAGES:
+                break
+        await asyncio.sleep(2)
+    await asyncio.to_thread(ops.set_status, registry, sub.name, ops.Status.STOPPED)
+    in_dlq = {int(str(e["payload"]).split(":")[1]) for e in dlq}
+    duplicates = 0
+    for g in groups:
+        seqs = endpoint.delivered[g]
+        assert seqs == sorted(seqs), f"{g}: a message was delivered after a later one: {seqs}"
+        duplicates += len(seqs) - len(set(seqs))
+    all_delivered = {s for g in groups for s in endpoint.delivered[g]}
+    assert all_delivered | in_dlq == set(range(MESSAGES)), (
+        f"missing {len(set(range(MESSAGES)) - all_delivered - in_dlq)}"
+    )
+    print(f"delivered before kill={delivered_before_kill} duplicates={duplicates} dlq={len(dlq)}")

@@ -1,0 +1,153 @@
+"""One seeded worker per module: a composite topic with two storage topics, a stopped subscription with
+lag and DLQ records, an exact batch 40/100 acked, a pipeline's commit log and writer offset, and hub
+events for two actors. Every figure the tests expect is computed here from what was written."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.cosmos import open_cosmos
+from app.dataavailable import DataAvailable
+from app.hub.service import MessageHub
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.pipeline.kafka_log import PipelineTopics
+from app.pipeline.offsets import WriterState
+from app.pipeline.state import writer_key
+from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec
+from app.subscription.registry import SubscriptionRegistry
+from tests.integration.web.worker import Worker, start_worker, worker_env
+
+
+@dataclass
+class Seeded:
+    worker: Worker
+    settings: Settings
+    topic: str
+    subscription: str
+    pipeline: str
+    batch_id: int
+    batch_total: int
+    batch_acked: int
+    mq_records: int
+    dlq_records: int
+    log_records: int
+    writer_next_offset: int
+    hub_depth: dict[str, int]
+
+
+def _produce(settings: Settings, topic: str, count: int, groups: int) -> None:
+    producer = CompositeProducer(settings, topic)
+    for i in range(count):
+        producer.produce(f"group-{i % groups}", {"n": i})
+    producer.flush()
+
+
+def _seed_pipeline(settings: Settings, name: str, log_records: int, writer_offset: int) -> None:
+    topics = PipelineTopics.of(name, settings.app_id)
+    KafkaAdmin(settings.bootstrap).create(
+        [TopicSpec(topics.log, 1), TopicSpec(topics.changelog, 1), TopicSpec(topics.control, 1)]
+    )
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    for i in range(log_records):
+        producer.produce(topics.log, orjson.dumps({"n": i}), partition=0)
+    state = WriterState(offset=writer_offset).to_json()
+    producer.produce(topics.changelog, orjson.dumps(state), orjson.dumps(writer_key("mysql")), partition=0)
+    assert producer.flush(30) == 0
+
+
+async def _seed_hub(settings: Settings, depth: dict[str, int]) -> None:
+    hub = await MessageHub.open(settings)
+    try:
+        events = [
+            DataAvailable(str(uuid.uuid4()), actor, "timeseries", "RSM-012", 1000)
+            for actor, n in depth.items()
+            for _ in range(n)
+        ]
+        await hub.save(events)
+    finally:
+        await hub.close()
+
+
+async def _drop_database(settings: Settings) -> None:
+    """Best-effort cleanup: a busy shared Cosmos endpoint must not fail the tests that passed."""
+    try:
+        store = await open_cosmos(settings)
+        try:
+            await store.client.delete_database(settings.cosmos_database)
+        finally:
+            await store.close()
+    except Exception as exc:
+        logging.getLogger(__name__).warning(
+            "could not drop Cosmos database %s: %r", settings.cosmos_database, exc
+        )
+
+
+@pytest.fixture(scope="module")
+def seeded(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
+    unique = uuid.uuid4().hex[:10]
+    home = tmp_path_factory.mktemp("web-worker")
+    env = worker_env(stack, unique, home)
+    settings = stack.model_copy(
+        update={
+            "app_id": env["HUBSTREAM_APP_ID"],
+            "metadata_topic": env["COMPOSITE_METADATA_TOPIC"],
+            "subscription_registry_topic": env["SUBSCRIPTION_REGISTRY_TOPIC"],
+            "cosmos_database": env["COSMOS_DATABASE"],
+        }
+    )
+    topic, subscription, pipeline = f"web-mq-{unique}", f"web-sub-{unique}", f"web-pipe-{unique}"
+    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+    metadata.create(topic, 4)
+    _produce(settings, topic, 30, groups=6)
+    metadata.add_storage_topic(topic, 4)
+    metadata.switch_produce(topic)
+    _produce(settings, topic, 10, groups=6)
+    endpoint = EndpointSpec("http", "http://127.0.0.1:9/unused")
+    sub = ops.create(registry, metadata, subscription, topic, endpoint, shard_count=2, start=False)
+    _produce(settings, sub.dlq_topic, 3, groups=2)
+    _seed_pipeline(settings, pipeline, log_records=12, writer_offset=4)
+    hub_depth = {f"actor-a-{unique}": 5, f"actor-b-{unique}": 3}
+    asyncio.run(_seed_hub(settings, hub_depth))
+    metadata.close()
+    registry.close()
+
+    worker = start_worker(env, home)
+    try:
+        batch_id = worker.json("POST", "/api/v1/batch/exact", {"userKey": f"web-{unique}"})["batchId"]
+        groups = worker.json("POST", "/api/v1/batch/exact/items", {"batchId": batch_id, "items": 100})
+        item_ids = [
+            f"{batch_id}:{g['id']}:{i}" for g in groups["batchItemGroupIds"] for i in range(g["upto"])
+        ]
+        assert len(item_ids) == 100
+        worker.json("POST", "/api/v1/batch/exact/items/ack", {"batchItemIds": item_ids[:40]})
+        yield Seeded(
+            worker=worker,
+            settings=settings,
+            topic=topic,
+            subscription=subscription,
+            pipeline=pipeline,
+            batch_id=batch_id,
+            batch_total=100,
+            batch_acked=40,
+            mq_records=40,
+            dlq_records=3,
+            log_records=12,
+            writer_next_offset=5,
+            hub_depth=hub_depth,
+        )
+    finally:
+        worker.stop()
+        asyncio.run(_drop_database(settings))

@@ -1,0 +1,31 @@
+"""/openapi.json describes every route the worker serves, and nothing it does not serve."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from app.web.openapi import openapi_document
+from app.worker.factory import create_app
+
+
+@pytest.mark.integration
+def test_document_matches_the_worker_route_table(stack: Settings, tmp_path: Path) -> None:
+    unique = uuid.uuid4().hex[:10]
+    settings = stack.model_copy(
+        update={"home": tmp_path, "app_id": f"openapi-{unique}", "web_port": 6598, "table_partitions": 1}
+    )
+    app = create_app(settings)
+    app.web.init_server()
+    served = {
+        (route.method.lower(), route.resource.canonical)
+        for route in app.web.web_app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+    documented = {
+        (method, path) for path, methods in openapi_document()["paths"].items() for method in methods
+    }
+    assert served == documented

@@ -1,0 +1,118 @@
+"""A real `hubstream worker` subprocess with every capability, isolated by names (app id, metadata and
+registry topics, Cosmos database, batch topics), for the web, security and fuzz tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.settings import Settings
+
+REPO = Path(__file__).resolve().parents[3]
+HUBSTREAM = REPO / ".venv" / "bin" / "hubstream"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def worker_env(stack: Settings, unique: str, home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "HUBSTREAM_ADMIN_TOKEN"}
+    env.update(
+        HUBSTREAM_HOME=str(home),
+        HUBSTREAM_APP_ID=f"web-test-{unique}",
+        KAFKA_BOOTSTRAP=stack.bootstrap,
+        COSMOS_DATABASE=f"web-test-{unique}",
+        COMPOSITE_METADATA_TOPIC=f"__web-test-composite-{unique}",
+        SUBSCRIPTION_REGISTRY_TOPIC=f"__web-test-subscriptions-{unique}",
+        BATCH_ACKS_TOPIC=f"web-test-batch-acks-{unique}",
+        BATCH_COMPLETIONS_TOPIC=f"web-test-batch-completions-{unique}",
+        TABLE_PARTITIONS="2",
+        SUBSCRIPTION_SHARD_SLOTS="2",
+        BROKER_SESSION_TIMEOUT_S="3",
+        BROKER_REBALANCE_TIMEOUT_S="3",
+        OFFSET_FLUSH_INTERVAL_S="0.5",
+        HUB_JWT_SECRET=f"web-test-jwt-secret-{unique}-{unique}",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    url: str
+    home: Path
+    env: dict[str, str] = field(repr=False)
+
+    def log(self) -> str:
+        return (self.home / "worker.log").read_text(errors="replace")
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        data = None if body is None else orjson.dumps(body)
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers or {})
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def json(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+        status, raw = self.request(method, path, body, headers)
+        assert status == 200, (method, path, status, raw[:500])
+        return orjson.loads(raw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_worker(env: dict[str, str], home: Path, ready_path: str = "/api/v1/batch/status") -> Worker:
+    """Start `hubstream worker` and wait until its batch partitions are served (the app is running)."""
+    port = free_port()
+    env = {**env, "WEB_PORT": str(port)}
+    home.mkdir(parents=True, exist_ok=True)
+    log = open(home / "worker.log", "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [str(HUBSTREAM), "worker", "--loglevel", "info"],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    worker = Worker(proc, f"http://127.0.0.1:{port}", home, env)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited with {proc.returncode}:\n{worker.log()[-4000:]}")
+        try:
+            status, raw = worker.request("GET", ready_path)
+            if status == 200 and orjson.loads(raw).get("partitionsServed"):
+                return worker
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    worker.stop()
+    raise AssertionError(f"worker not ready after 90 s:\n{worker.log()[-4000:]}")

@@ -1,0 +1,107 @@
+"""The actor's bundle decider and the idempotent-save plan."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from app.dataavailable import DataAvailable
+from app.errors import InvalidInput, ServiceUnavailable
+from app.hub.actor import (
+    ActorBundles,
+    BundleDequeued,
+    BundlePeeked,
+    decide_dequeue,
+    decide_peek,
+    evolve,
+    open_bundle_for,
+)
+from app.hub.bundling import BundleRef, DrawerSlice
+from app.hub.errors import BundleIdConflict, DuplicateEventConflict, SaveInProgress
+from app.hub.model import CabinetKey, Claim, Ledger, content_hash
+from app.hub.saving import IndexEntry, plan_save
+
+
+def ref(domain: str = "timeseries", bundle_id: str | None = None) -> BundleRef:
+    return BundleRef(
+        bundle_id or str(uuid.uuid4()),
+        CabinetKey("r", domain, "mt"),
+        (DrawerSlice("d", 1, 2, None),),
+        2,
+        2048,
+    )
+
+
+def test_peek_again_returns_the_open_bundle_for_its_domain() -> None:
+    bundle = ref("timeseries")
+    state = evolve(ActorBundles(), BundlePeeked(bundle))
+    assert open_bundle_for(state, ("timeseries",), None) == bundle
+    assert open_bundle_for(state, ("timeseries", "masterdata"), bundle.bundle_id) == bundle
+    assert open_bundle_for(state, ("masterdata",), None) is None
+
+
+def test_a_new_bundle_id_while_one_is_open_conflicts() -> None:
+    state = evolve(ActorBundles(), BundlePeeked(ref("timeseries")))
+    with pytest.raises(BundleIdConflict):
+        open_bundle_for(state, ("timeseries",), str(uuid.uuid4()))
+
+
+def test_a_dequeued_bundle_id_cannot_be_reused() -> None:
+    bundle = ref()
+    state = evolve(evolve(ActorBundles(), BundlePeeked(bundle)), BundleDequeued(bundle.bundle_id))
+    assert state.open == ()
+    with pytest.raises(BundleIdConflict):
+        open_bundle_for(state, ("timeseries",), bundle.bundle_id)
+
+
+def test_concurrent_peek_keeps_the_first_recorded_bundle() -> None:
+    first, second = ref(), ref()
+    state = evolve(ActorBundles(), BundlePeeked(first))
+    chosen, events = decide_peek(second, ("timeseries",))(state)
+    assert chosen == first and events == []
+    chosen, events = decide_peek(second, ("timeseries",))(ActorBundles())
+    assert chosen == second and events == [BundlePeeked(second)]
+
+
+def test_dequeue_decision_only_for_open_bundles() -> None:
+    bundle = ref()
+    state = evolve(ActorBundles(), BundlePeeked(bundle))
+    assert decide_dequeue(bundle.bundle_id)(state) == (True, [BundleDequeued(bundle.bundle_id)])
+    assert decide_dequeue(str(uuid.uuid4()))(state) == (False, [])
+
+
+def ev(event_id: str | None = None, weight: int = 10) -> DataAvailable:
+    return DataAvailable(event_id or str(uuid.uuid4()), "r", "timeseries", "mt", weight)
+
+
+def test_plan_skips_committed_duplicates_and_in_request_repeats() -> None:
+    a, b = ev(), ev()
+    index = {a.id: [IndexEntry(content_hash(a), 1, "t")]}
+    plan = plan_save([a, b, b], index, Ledger("r", next_seq=2))
+    assert plan.to_place == (b,) and plan.duplicates == 2
+
+
+def test_plan_rejects_same_id_other_content_naming_it() -> None:
+    a = ev()
+    changed = ev(a.id, weight=99)
+    with pytest.raises(DuplicateEventConflict, match=a.id) as info:
+        plan_save([changed], {a.id: [IndexEntry(content_hash(a), 1, "t")]}, Ledger("r", next_seq=2))
+    assert isinstance(info.value, InvalidInput) and not info.value.retriable
+    with pytest.raises(DuplicateEventConflict):
+        plan_save([a, changed], {}, Ledger("r"))
+
+
+def test_plan_waits_for_a_pending_save_and_replaces_a_voided_one() -> None:
+    a = ev()
+    index = {a.id: [IndexEntry(content_hash(a), 3, "t")]}
+    pending = Ledger("r", next_seq=5, claims=(Claim("t", 3, 4, 100.0),))
+    with pytest.raises(SaveInProgress) as info:
+        plan_save([a], index, pending)
+    assert isinstance(info.value, ServiceUnavailable) and info.value.retriable
+    voided = pending.reap(now_s=200.0)
+    plan = plan_save([a], index, voided)
+    assert plan.to_place == (a,)
+    # once placed again, the new entry wins over the voided one
+    again = {a.id: [IndexEntry(content_hash(a), 3, "t"), IndexEntry(content_hash(a), 9, "u")]}
+    assert plan_save([a], again, Ledger("r", next_seq=10, voids=((3, 4),))).duplicates == 1

@@ -1,0 +1,111 @@
+"""Shard assignment, shard-consistent group placement, ChangeShardCount planning, reset rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.composite.model import CompositeTopic
+from app.composite.routing import group_hash
+from app.subscription.errors import InvalidSubscription
+from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
+from app.subscription.shards import (
+    assignments,
+    chain_keeps_shards,
+    check_forward_only,
+    check_shardable,
+    internal_partitions_for,
+    plan_shard_change,
+    shard_of_group,
+    slot_of,
+)
+
+
+def test_assignments_cover_every_partition_once() -> None:
+    topic = CompositeTopic.create("t", 12).add_storage_topic(24)
+    for count in (1, 2, 3, 4, 6, 12):
+        for idx, storage in enumerate(topic.storage_topics):
+            owned = [p for s in range(count) for p in assignments(topic, s, count)[idx].assigned_partitions]
+            assert sorted(owned) == list(range(storage.partitions))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(min_size=1, max_size=20),
+    st.sampled_from([(4, 2), (4, 4), (12, 3), (6, 6), (12, 4)]),
+    st.integers(1, 4),
+)
+def test_group_stays_in_its_shard_across_storage_topics(
+    group: str, sizes: tuple[int, int], factor: int
+) -> None:
+    base, count = sizes
+    topic = (
+        CompositeTopic.create("t", base).add_storage_topic(base * factor).add_storage_topic(base * factor * 2)
+    )
+    check_shardable(topic, count)
+    shards = {shard_of_group(group, s, count) for s in topic.storage_topics}
+    assert len(shards) == 1
+    partition = topic.storage_topics[1].route(group_hash(group))
+    assert partition in assignments(topic, shards.pop(), count)[1].assigned_partitions
+
+
+def test_k1_topic_with_other_partition_count_is_not_shardable() -> None:
+    topic = CompositeTopic.create("t", 4).add_storage_topic(6)
+    assert topic.storage_topics[1].k == 1
+    with pytest.raises(InvalidSubscription):
+        check_shardable(topic, 2)
+    check_shardable(topic, 1)
+    check_shardable(topic, 2, from_idx=1)
+
+
+def test_plan_adds_internal_topics_only_when_needed() -> None:
+    mq = CompositeTopic.create("m", 12)
+    rq, dlq = CompositeTopic.create("r", 12), CompositeTopic.create("d", 12)
+    # RQ/DLQ route like MQ (same partition count): any count dividing them keeps groups in place
+    for count in (1, 2, 3, 4, 6, 12):
+        plan = plan_shard_change(mq, rq, dlq, count)
+        assert plan.new_rq_partitions is None and plan.new_dlq_partitions is None
+    # RQ/DLQ that do not route like MQ get a storage topic that does
+    legacy_rq, legacy_dlq = CompositeTopic.create("r", 4), CompositeTopic.create("d", 4)
+    plan = plan_shard_change(mq, legacy_rq, legacy_dlq, 3)
+    assert plan.new_rq_partitions == plan.new_dlq_partitions == 12
+    assert internal_partitions_for(4, 12) == 12
+    with pytest.raises(InvalidSubscription):
+        plan_shard_change(mq, rq, dlq, 5)
+
+
+def test_main_topic_partition_change_needs_new_internal_topics() -> None:
+    mq = CompositeTopic.create("m", 4).add_storage_topic(6)  # K=1: groups move between T0 and T1
+    rq, dlq = CompositeTopic.create("r", 4), CompositeTopic.create("d", 4)
+    with pytest.raises(InvalidSubscription):
+        plan_shard_change(mq, rq, dlq, 2)  # T0 still being read: 2 shards cannot span T0 -> T1
+    plan = plan_shard_change(mq, rq, dlq, 2, mq_from_idx=1)  # T0 drained
+    assert plan.new_rq_partitions == plan.new_dlq_partitions == 6
+    assert not chain_keeps_shards(mq, 2, 0, 1) and chain_keeps_shards(mq, 1, 0, 1)
+    doubled = CompositeTopic.create("m", 4).add_storage_topic(8)  # K=2 keeps groups in their shard
+    assert chain_keeps_shards(doubled, 4, 0, 1)
+    assert plan_shard_change(doubled, rq, dlq, 4, mq_from_idx=1).new_rq_partitions is None
+
+
+def test_slots_and_forward_only() -> None:
+    assert {slot_of("s", i, 12) for i in range(12)} == set(range(12))
+    check_forward_only("rq", [1, 2], [1, 5])
+    with pytest.raises(InvalidSubscription):
+        check_forward_only("rq", [3, 2], [1, 5])
+
+
+def test_subscription_validation_and_json() -> None:
+    sub = Subscription(
+        "s1", "t", EndpointSpec("http", "http://x/y"), shard_count=2, retry=RetryPolicy(max_attempts=5)
+    )
+    assert Subscription.from_json(sub.to_json()) == sub
+    assert sub.internal_partitions(None) == 2
+    with pytest.raises(InvalidSubscription):
+        sub.internal_partitions(3)
+    with pytest.raises(InvalidSubscription):
+        EndpointSpec("http", "ftp://x")
+    with pytest.raises(InvalidSubscription):
+        Subscription("bad name", "t", EndpointSpec("callable", "noop"))
+    with pytest.raises(InvalidSubscription):
+        RetryPolicy(max_attempts=0)

@@ -1,0 +1,171 @@
+"""GroupState rules: unit cases and property tests over a one-shard model (tests/unit/subscription/sim.py)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.subscription.model import OnDlq, RetryPolicy
+from app.subscription.state import (
+    Action,
+    GroupState,
+    MessageState,
+    decide_main,
+    decide_retry,
+    on_dead_lettered,
+    on_delivered,
+    on_sidelined,
+)
+from tests.unit.subscription.sim import FATAL, OK, RETRY, Shard
+
+GROUPS = ["a", "b", "c", "d"]
+
+
+def test_clean_group_keeps_no_state() -> None:
+    assert decide_main(None, (0, 5), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    assert on_delivered(None, (0, 5)) is None
+
+
+def test_failure_sidelines_later_messages_until_consumed() -> None:
+    s = on_sidelined(None, (0, 1), MessageState(0, 1, 0, 7), failed=True)
+    assert s.retry_head == (0, 1)
+    assert decide_main(s, (0, 2), OnDlq.BLOCK_GROUP) is Action.SIDELINE
+    s = on_sidelined(s, (0, 2), MessageState(0, 2, 0, 8), failed=False)
+    # the failed head comes back and succeeds; the one behind it is then delivered
+    assert decide_retry(s, (0, 1), (0, 7), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    s2 = on_delivered(s, (0, 1), MessageState(0, 1, 0, 7))
+    assert s2 is not None and s2.retry_head is None and s2.rq.pending
+    assert decide_retry(s2, (0, 2), (0, 8), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    s3 = on_delivered(s2, (0, 2), MessageState(0, 2, 0, 8))
+    assert s3 is not None and not s3.rq.pending
+    assert decide_main(s3, (0, 3), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    # a replay of an already handled MQ message after a crash is skipped
+    assert decide_main(s3, (0, 2), OnDlq.BLOCK_GROUP) is Action.SKIP
+    # the same replay after an MQ rewind (new generation) is delivered again
+    assert decide_main(s3, (0, 2), OnDlq.BLOCK_GROUP, generation=1) is Action.DELIVER
+
+
+def test_message_behind_a_failed_head_is_residelined() -> None:
+    s = on_sidelined(None, (0, 1), MessageState(0, 1, 0, 0), failed=True)
+    s = on_sidelined(s, (0, 2), MessageState(0, 2, 0, 1), failed=False)
+    # head fails again and is written behind (0, 2)
+    s = on_sidelined(s, (0, 1), MessageState(0, 1, 0, 2), failed=True, read_from_rq=MessageState(0, 1, 0, 0))
+    assert decide_retry(s, (0, 2), (0, 1), OnDlq.BLOCK_GROUP) is Action.SIDELINE
+    assert decide_retry(s, (0, 1), (0, 0), OnDlq.BLOCK_GROUP) is Action.SKIP  # already consumed copy
+
+
+def test_dlq_blocks_or_skips_per_policy() -> None:
+    s = on_dead_lettered(None, (0, 4), MessageState(0, 4, 0, 0))
+    assert decide_main(s, (0, 5), OnDlq.BLOCK_GROUP) is Action.FOLLOW_TO_DLQ
+    assert decide_main(s, (0, 5), OnDlq.SKIP_FAILED) is Action.DELIVER
+
+
+def test_state_json_roundtrip() -> None:
+    s = on_sidelined(None, (1, 3), MessageState(1, 3, 0, 9), failed=True)
+    s = on_dead_lettered(s, (1, 4), MessageState(1, 4, 0, 2))
+    assert GroupState.from_json(s.to_json()) == s
+
+
+def test_backoff() -> None:
+    lin = RetryPolicy(backoff="linear", min_backoff_s=2, max_backoff_s=5)  # type: ignore[arg-type]
+    assert [lin.delay_s(n) for n in (1, 2, 3)] == [2, 4, 5]
+    exp = RetryPolicy(min_backoff_s=1, max_backoff_s=5)
+    assert [exp.delay_s(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 5]
+    p = RetryPolicy()
+    assert p.is_retriable(False, status=503) and p.is_retriable(False, status=429)
+    assert not p.is_retriable(True, status=404)
+    assert p.is_retriable(False, timed_out=True)
+
+
+answers_st = st.lists(st.sampled_from([OK, OK, RETRY, FATAL]), max_size=4)
+messages_st = st.lists(st.tuples(st.sampled_from(GROUPS), answers_st), min_size=1, max_size=40)
+# A schedule: True = read the next MQ message, False = read the RQ head (when there is one).
+schedule_st = st.lists(st.booleans(), max_size=120)
+
+
+def _run(
+    policy: OnDlq, messages: list[tuple[str, list[str]]], schedule: list[bool], replay_every: int
+) -> Shard:
+    mains = [(0, i) for i in range(len(messages))]
+    shard = Shard(
+        RetryPolicy(max_attempts=3), policy, {m: a for m, (_, a) in zip(mains, messages, strict=True)}
+    )
+    i = 0
+    for read_mq in schedule:
+        if read_mq and i < len(messages):
+            shard.read_main(messages[i][0], mains[i])
+            if replay_every and i % replay_every == 0:  # a crash replays an already handled message
+                shard.read_main(messages[i][0], mains[i])
+            i += 1
+        elif shard.rq:
+            shard.read_retry()
+    while i < len(messages):
+        shard.read_main(messages[i][0], mains[i])
+        i += 1
+    while shard.rq:
+        shard.read_retry()
+    return shard
+
+
+def _check_order_and_completeness(
+    shard: Shard, messages: list[tuple[str, list[str]]], allow_duplicates: bool
+) -> None:
+    produced = {g: [(0, i) for i, (mg, _) in enumerate(messages) if mg == g] for g in GROUPS}
+    in_dlq = {main for _, main, _ in shard.dlq}
+    for g in GROUPS:
+        got = shard.delivered.get(g, [])
+        # a crash replay may deliver a clean group's message again, but only right after itself
+        assert got == sorted(got), f"group {g}: a message was delivered after a later one: {got}"
+        if not allow_duplicates:
+            assert len(got) == len(set(got)), f"group {g} delivered twice: {got}"
+        assert set(got) | {m for m in in_dlq if m in produced[g]} == set(produced[g])
+        if not allow_duplicates:  # a redelivered copy may itself fail and be dead-lettered
+            assert not set(got) & in_dlq
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages_st, schedule_st, st.sampled_from([0, 3]))
+def test_block_group_keeps_order_and_loses_nothing(messages, schedule, replay_every) -> None:  # type: ignore[no-untyped-def]
+    shard = _run(OnDlq.BLOCK_GROUP, messages, schedule, replay_every)
+    _check_order_and_completeness(shard, messages, allow_duplicates=replay_every > 0)
+    for g in GROUPS:
+        dead = [m for dg, m, _ in shard.dlq if dg == g]
+        if dead:  # nothing after the first dead-lettered message is delivered
+            first = min(dead)
+            assert all(m < first or (replay_every and m == first) for m in shard.delivered.get(g, []))
+    # groups whose messages never failed were never sidelined
+    failing = {g for g, answers in messages if any(a != OK for a in answers)}
+    assert not (shard.sidelined_groups - failing)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages_st, schedule_st, st.sampled_from([0, 3]))
+def test_skip_failed_keeps_order_and_loses_nothing(messages, schedule, replay_every) -> None:  # type: ignore[no-untyped-def]
+    shard = _run(OnDlq.SKIP_FAILED, messages, schedule, replay_every)
+    _check_order_and_completeness(shard, messages, allow_duplicates=replay_every > 0)
+    for g in GROUPS:  # only messages whose own answers failed are in DLQ
+        for dg, m, _ in shard.dlq:
+            if dg == g:
+                assert any(a != OK for a in messages[m[1]][1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages_st, schedule_st)
+def test_unsideline_replays_in_order_and_does_not_loop(messages, schedule) -> None:  # type: ignore[no-untyped-def]
+    shard = _run(OnDlq.BLOCK_GROUP, messages, schedule, 0)
+    before = {g: [m for dg, m, _ in shard.dlq if dg == g] for g in GROUPS}
+    dlq_len = len(shard.dlq)
+    for g in GROUPS:
+        if before[g]:
+            assert shard.unsideline(g) == before[g]
+    while shard.rq:
+        shard.read_retry()
+    for g in GROUPS:
+        got = shard.delivered.get(g, [])
+        assert got == sorted(set(got))
+    # every replayed message was delivered or went back to DLQ exactly once
+    replayed = [m for g in GROUPS for m in before[g]]
+    back = [m for _, m, off in shard.dlq if off >= dlq_len]
+    assert len(back) == len(set(back))
+    delivered = {m for g in GROUPS for m in shard.delivered.get(g, [])}
+    assert set(replayed) <= delivered | set(back)

@@ -1,0 +1,113 @@
+"""Pure parts of the dashboard: batch selection, shard merge, scrape samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.web.dashboard import merge_shards
+from app.web.dashboard_sources import select_batches
+from app.web.scrape import dashboard_samples, shard_samples
+
+
+def _batch(batch_id: int, complete: bool, updated: int) -> dict[str, Any]:
+    return {"batchId": str(batch_id), "isComplete": complete, "updatedAtMs": updated, "kind": "exact"}
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 10_000)), max_size=60),
+    st.integers(0, 5),
+    st.integers(0, 40),
+)
+def test_select_batches_keeps_open_first_then_newest_complete(
+    specs: list[tuple[bool, int]], max_complete: int, max_total: int
+) -> None:
+    batches = [_batch(i, complete, updated) for i, (complete, updated) in enumerate(specs)]
+    chosen = select_batches(batches, max_complete, max_total)
+    open_ = [b for b in batches if not b["isComplete"]]
+    assert len(chosen) == min(max_total, len(open_) + min(max_complete, len(batches) - len(open_)))
+    flags = [b["isComplete"] for b in chosen]
+    assert flags == sorted(flags)  # no open batch after a complete one
+    assert sum(flags) <= max_complete
+    for group in (False, True):
+        times = [b["updatedAtMs"] for b in chosen if b["isComplete"] is group]
+        assert times == sorted(times, reverse=True)
+
+
+def test_merge_shards_attaches_runner_worker_counters_and_blocked_groups() -> None:
+    subs = [
+        {
+            "name": "s",
+            "shards": [{"shard": 0, "mq_lag": 1, "rq_lag": 0}, {"shard": 1, "mq_lag": 2, "rq_lag": 0}],
+        }
+    ]
+    runners = [
+        {
+            "subscription": "s",
+            "shard": 1,
+            "worker": "http://w2",
+            "running": True,
+            "delivered": 7,
+            "dead_lettered": 1,
+            "failures": 2,
+            "sidelined": 0,
+            "blocked_groups": ["g2", "g1"],
+        }
+    ]
+    merge_shards(subs, runners)
+    first, second = subs[0]["shards"]
+    assert first["worker"] is None and first["running"] is False and first["blocked_groups"] == []
+    assert second["worker"] == "http://w2" and second["delivered"] == 7
+    assert subs[0]["blocked_groups"] == ["g1", "g2"]
+
+
+def test_samples_carry_the_dashboard_figures() -> None:
+    data = {
+        "composite_topics": [
+            {
+                "name": "t",
+                "produce_pointer": 1,
+                "storage_topics": [{"name": "t", "records": 5}, {"name": "t-1", "records": 2}],
+            }
+        ],
+        "subscriptions": [
+            {
+                "name": "s",
+                "dlq_depth": 3,
+                "blocked_groups": ["g"],
+                "shards": [{"shard": 0, "mq_lag": 4, "rq_lag": 1}],
+            }
+        ],
+        "pipelines": [{"name": "p", "writers": [{"name": "w", "lag": 9}]}],
+        "batches": [
+            {"kind": "exact", "batchId": "1", "isComplete": False, "ackedItems": 4, "totalItems": 10}
+        ],
+        "hub": {"actors": [{"actor": "a", "depth": 6}]},
+    }
+    samples = {(s.name, tuple(sorted((s.labels or {}).items()))): s.value for s in dashboard_samples(data)}
+    assert samples[("hubstream_composite_records", (("storage", "t-1"), ("topic", "t")))] == 2
+    assert (
+        samples[
+            ("hubstream_subscription_lag_records", (("queue", "rq"), ("shard", "0"), ("subscription", "s")))
+        ]
+        == 1
+    )
+    assert samples[("hubstream_subscription_dlq_depth", (("subscription", "s"),))] == 3
+    assert samples[("hubstream_subscription_blocked_groups", (("subscription", "s"),))] == 1
+    assert samples[("hubstream_pipeline_writer_lag_records", (("pipeline", "p"), ("writer", "w")))] == 9
+    assert samples[("hubstream_batch_items", (("batch", "1"), ("state", "acked")))] == 4
+    assert samples[("hubstream_batches_open", ())] == 1
+    assert samples[("hubstream_hub_queue_depth", (("actor", "a"),))] == 6
+    runner = {
+        "subscription": "s",
+        "shard": 0,
+        "delivered": 5,
+        "dead_lettered": 1,
+        "failures": 2,
+        "sidelined": 3,
+    }
+    kinds = {s.name: (s.kind, s.value) for s in shard_samples([runner])}
+    assert kinds["hubstream_subscription_delivered_total"] == ("counter", 5)
+    assert kinds["hubstream_subscription_sidelined_total"] == ("counter", 3)

@@ -1,0 +1,27 @@
+"""The OpenAPI document is valid for schemathesis and every operation documents its answers."""
+
+from __future__ import annotations
+
+import schemathesis
+
+from app.web.openapi import openapi_document
+
+
+def test_document_loads_and_every_operation_has_responses() -> None:
+    document = openapi_document()
+    schema = schemathesis.openapi.from_dict(document)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == sum(len(methods) for methods in document["paths"].values())
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            assert "200" in operation["responses"], (method, path)
+            assert operation["summary"], (method, path)
+
+
+def test_mutating_operations_declare_the_admin_token_except_actor_endpoints() -> None:
+    for path, methods in openapi_document()["paths"].items():
+        for method, operation in methods.items():
+            if method in {"post", "put", "patch", "delete"}:
+                expected = [{"actorJwt": []}] if path.startswith("/api/dequeue") else [{"adminToken": []}]
+                assert operation["security"] == expected, (method, path)
+                assert "401" in operation["responses"], (method, path)

@@ -1,0 +1,90 @@
+"""Bind check, actor-path exemption and log redaction (the middleware is tested against a worker)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pydantic import SecretStr
+
+from app.errors import ConfigError
+from app.settings import Settings
+from app.web.security import REDACTED, check_bind, install_log_redaction, is_actor_path, is_loopback, redact
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_loopback_hosts(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.org", ""])
+def test_non_loopback_hosts(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_binding_beyond_loopback_needs_the_admin_token() -> None:
+    check_bind(Settings(WEB_HOST="127.0.0.1"))
+    with pytest.raises(ConfigError, match=r"WEB_HOST=0\.0\.0\.0.*HUBSTREAM_ADMIN_TOKEN"):
+        check_bind(Settings(WEB_HOST="0.0.0.0"))
+    with pytest.raises(ConfigError, match="HUBSTREAM_ADMIN_TOKEN"):
+        check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="  "))
+    check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token"))
+
+
+@pytest.mark.parametrize(
+    ("path", "actor"),
+    [
+        ("/api/peek", True),
+        ("/api/peek/timeseries", True),
+        ("/api/dequeue", True),
+        ("/api/peeking", False),
+        ("/api/v1/batch/exact", False),
+        ("/api/dequeue/x", False),
+    ],
+)
+def test_actor_paths(path: str, actor: bool) -> None:
+    assert is_actor_path(path) is actor
+
+
+def test_redact_removes_secrets_and_bearer_tokens() -> None:
+    text = "token=s3cr3t-value header Authorization: Bearer eyJhbGciOi.x.y tail"
+    clean = redact(text, ["s3cr3t-value"])
+    assert "s3cr3t-value" not in clean and "eyJhbGciOi" not in clean
+    assert clean == f"token={REDACTED} header Authorization: Bearer {REDACTED} tail"
+
+
+def test_log_records_are_redacted_for_every_logger(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(
+        HUBSTREAM_ADMIN_TOKEN="admin-token-under-test",
+        HUB_JWT_SECRET="jwt-secret-under-test",
+        COSMOS_KEY="cosmos-key-under-test",
+        MYSQL_URL="mysql://root:mysql-password-under-test@127.0.0.1:3306/x",
+    )
+    previous = logging.getLogRecordFactory()
+    install_log_redaction(settings)
+    try:
+        log = logging.getLogger("hubstream.test.redaction")
+        with caplog.at_level(logging.INFO, logger="hubstream.test.redaction"):
+            log.info("settings %s %s", settings.admin_token.get_secret_value(), "jwt-secret-under-test")  # type: ignore[union-attr]
+            log.warning("key=%s pw=%s", "cosmos-key-under-test", "mysql-password-under-test")
+            try:
+                raise RuntimeError("failed with admin-token-under-test")
+            except RuntimeError:
+                log.exception("boom")
+        text = caplog.text + "".join(r.exc_text or "" for r in caplog.records)
+        for secret in (
+            "admin-token-under-test",
+            "jwt-secret-under-test",
+            "cosmos-key-under-test",
+            "mysql-password-under-test",
+        ):
+            assert secret not in text
+        assert caplog.records[0].getMessage() == f"settings {REDACTED} {REDACTED}"
+    finally:
+        logging.setLogRecordFactory(previous)
+
+
+def test_secret_str_stays_secret_in_settings_repr() -> None:
+    settings = Settings(HUBSTREAM_ADMIN_TOKEN="admin-token-under-test")
+    assert isinstance(settings.admin_token, SecretStr)
+    assert "admin-token-under-test" not in repr(settings)
