@@ -20,12 +20,12 @@ from app.settings import Settings
 from .support import cli, free_port, start, status, stop, wait
 
 pytestmark = pytest.mark.integration
-# Slows the writer down (2 ms a message) so a kill lands mid-run, after a flush and before the end.
+# Slows a writer down so a kill lands mid-run, after a flush and before the end.
 THROTTLE = """
 import time
 
 def throttle(message):
-    time.sleep(0.002)
+    time.sleep({seconds})
     return message
 """
 
@@ -71,7 +71,7 @@ def test_composite_to_mysql_survives_kill9(
                 producer.produce(f"r{i % 7}", {"id": ids[i], "recipient": f"r{i % 7}", "weight": i})
 
     produce(0, n)
-    (tmp_path / "throttle.py").write_text(THROTTLE)
+    (tmp_path / "throttle.py").write_text(THROTTLE.format(seconds=0.002))
     file = tmp_path / "p.yaml"
     file.write_text(
         f"name: {name}\nbatch_size: 100\nreader: {{type: composite, topic: {topic}}}\n"
@@ -121,12 +121,15 @@ async def test_mysql_to_cosmos_survives_kill9(
     with mysql.cursor() as cur:
         cur.execute(f"CREATE TABLE `{table}` (id INT PRIMARY KEY AUTO_INCREMENT, name VARCHAR(64))")
         cur.executemany(f"INSERT INTO `{table}` (name) VALUES (%s)", [(f"n{i}",) for i in range(n)])
+    # 10 ms a message: about 12 s for the whole table, so the kill lands mid-run (the status
+    # probe is a CLI subprocess that takes about a second).
+    (tmp_path / "throttle.py").write_text(THROTTLE.format(seconds=0.01))
     file = tmp_path / "p.yaml"
     file.write_text(
         f"name: {name}\nbatch_size: 100\n"
         f"reader: {{type: mysql, tables: [{{name: {table}, sync_column: id}}], poll_s: 0.2}}\n"
         f"writers:\n  - {{name: docs, type: cosmos, container: {container}, database: {cosmos.database.id},"
-        f" partition_key: /id}}\n"
+        f" partition_key: /id, transforms: ['throttle.py:throttle']}}\n"
     )
     target = await cosmos.container(container, "/id")
 
