@@ -107,7 +107,6 @@ class Settings(BaseSettings):
     hub_read_page_size: int = Field(default=1000, ge=1, le=10_000, validation_alias="HUB_READ_PAGE_SIZE")
     hub_save_concurrency: int = Field(default=16, ge=1, le=256, validation_alias="HUB_SAVE_CONCURRENCY")
     hub_save_lease_s: float = Field(default=120.0, gt=0, validation_alias="HUB_SAVE_LEASE_S")
-    hub_id_index_buckets: int = Field(default=16, ge=1, le=1024, validation_alias="HUB_ID_INDEX_BUCKETS")
 
     # subscription
     subscription_registry_topic: str = Field(

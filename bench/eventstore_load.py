@@ -28,9 +28,8 @@ from typing import Any
 
 import aiohttp
 from azure.core.pipeline.transport import AioHttpTransport
-from azure.cosmos.aio import CosmosClient
 
-from app.cosmos import CosmosStore
+from app.cosmos import CosmosStore, open_cosmos
 from app.eventstore import Cache, Codec, Decider, Snapshot, StoreOptions, Unoptimized, open_event_store
 from app.settings import get_settings
 
@@ -96,14 +95,12 @@ async def open_counted(counter: HttpCounter) -> tuple[CosmosStore, aiohttp.Clien
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(counter.on_request_start)
     session = aiohttp.ClientSession(trace_configs=[trace])
-    client = CosmosClient(
-        settings.cosmos_url,
-        credential=settings.cosmos_credential,
-        connection_verify=not settings.embedded_cosmos,
+    store = await open_cosmos(
+        settings,
+        f"bench-es-{uuid.uuid4().hex[:8]}",
         transport=AioHttpTransport(session=session, session_owner=False),
     )
-    database = await client.create_database_if_not_exists(id=f"bench-es-{uuid.uuid4().hex[:8]}")
-    return CosmosStore(client=client, database=database), session
+    return store, session
 
 
 def pct(values: list[float], q: float) -> float:

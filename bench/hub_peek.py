@@ -19,9 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from azure.cosmos.aio import CosmosClient
-
-from app.cosmos import CosmosStore
+from app.cosmos import open_cosmos
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.settings import get_settings
@@ -63,14 +61,9 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
     )
     # Own client with a long connection timeout: the shared embedded endpoint is a single Node
     # process that stops accepting connections while it scans a large container for a query page.
-    client = CosmosClient(
-        settings.cosmos_url,
-        credential=settings.cosmos_credential,
-        connection_verify=not settings.embedded_cosmos,
-        connection_timeout=CONNECTION_TIMEOUT_S,
+    store = await open_cosmos(
+        settings, f"bench-hub-{uuid.uuid4().hex[:8]}", connection_timeout=CONNECTION_TIMEOUT_S
     )
-    database = await client.create_database_if_not_exists(id=f"bench-hub-{uuid.uuid4().hex[:8]}")
-    store = CosmosStore(client=client, database=database)
     hub = await MessageHub.open(settings, store=store)
     try:
         actor = "5790000000001"

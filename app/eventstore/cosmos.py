@@ -84,26 +84,8 @@ class CosmosStreamStorage:
         except exceptions.CosmosHttpResponseError as exc:
             if exc.status_code == 304:
                 return NOT_MODIFIED
-            if exc.status_code != 500:
-                raise _unavailable(stream, "reading the tip", exc) from exc
-            # The embedded endpoint fails a point read of a missing document with 500.
-            body = await self._query_tip(stream)
-            if body is None:
-                return None
+            raise _unavailable(stream, "reading the tip", exc) from exc
         return parse_tip(body, stream)
-
-    async def _query_tip(self, stream: str) -> dict[str, Any] | None:
-        try:
-            rows = self.container.query_items(
-                "SELECT * FROM c WHERE c.p = @p AND c.id = @id",
-                parameters=[{"name": "@p", "value": stream}, {"name": "@id", "value": TIP_ID}],
-                partition_key=stream,
-                raw_response_hook=self.stats.hook,
-            )
-            found = [row async for row in rows]
-        except exceptions.CosmosHttpResponseError as exc:
-            raise _unavailable(stream, "querying the tip", exc) from exc
-        return found[0] if found else None
 
     async def iter_batches(
         self, stream: str, from_index: int, below_index: int, *, descending: bool

@@ -32,6 +32,7 @@ __all__ = [
     "drawer_from_doc",
     "event_doc",
     "event_from_doc",
+    "index_doc",
     "ledger_doc",
     "ledger_from_doc",
 ]
@@ -57,8 +58,7 @@ class HubContainers:
     drawers: ContainerProxy  # pk: cabinet key
     catalog: ContainerProxy  # pk: recipient|domain
     ledgers: ContainerProxy  # pk: recipient
-    ids: ContainerProxy  # pk: id bucket (idempotency index)
-    point_reads: bool = True  # False on the embedded endpoint (see `read`)
+    ids: ContainerProxy  # pk: recipient (idempotency index, one document per saved event id)
     counter: RequestCounter = field(default_factory=RequestCounter)
     write_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
 
@@ -94,12 +94,6 @@ class HubContainers:
             raise ServiceUnavailable(f"Cosmos query on {container.id} failed: {exc.status_code}") from exc
 
     async def read(self, container: ContainerProxy, doc_id: str, partition_key: str) -> dict[str, Any] | None:
-        if not self.point_reads:
-            # The embedded endpoint answers a point read of a missing document with 500, which the SDK
-            # retries for ~0.5 s; a query by id costs one request there and returns nothing instead.
-            sql = "SELECT * FROM c WHERE c.pk = @pk AND c.id = @id"
-            found = await self.query(container, sql, partition_key, {"@pk": partition_key, "@id": doc_id})
-            return found[0] if found else None
         self.counter.add()
         try:
             doc: dict[str, Any] = await container.read_item(doc_id, partition_key=partition_key)
@@ -163,17 +157,40 @@ class HubContainers:
     async def _create_chunk(
         self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
     ) -> None:
+        if await self._batch_create(container, partition_key, docs):
+            return
+        for doc in docs:  # a retry after a partial write: finish one by one, 409 means already there
+            await self.create(container, doc)
+
+    async def create_all_new(
+        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
+    ) -> bool:
+        """Create documents of one partition in batches of 100; False when any of them already existed.
+
+        After False, some of `docs` may have been created: real Cosmos DB rolls a failed batch back,
+        the embedded endpoint keeps the operations before the failing one.
+        """
+        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
+        created = await asyncio.gather(*(self._batch_create(container, partition_key, c) for c in chunks))
+        return all(created)
+
+    async def _batch_create(
+        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
+    ) -> bool:
+        """One batch of creates; False when it failed on a document that already exists."""
         async with self.write_gate:
             self.counter.add()
             try:
                 await container.execute_item_batch(
                     [("create", (doc,)) for doc in docs], partition_key=partition_key
                 )
-                return
-            except exceptions.CosmosHttpResponseError:
-                pass  # a retry after a partial write: finish one by one, 409 means already there
-            for doc in docs:
-                await self.create(container, doc)
+            except exceptions.CosmosBatchOperationError as exc:
+                if any(r.get("statusCode") == 409 for r in exc.operation_responses or ()):
+                    return False
+                raise ServiceUnavailable(f"Cosmos batch on {container.id} failed: {exc.status_code}") from exc
+            except exceptions.CosmosHttpResponseError as exc:
+                raise ServiceUnavailable(f"Cosmos batch on {container.id} failed: {exc.status_code}") from exc
+        return True
 
 
 def event_doc(stored: StoredEvent) -> dict[str, Any]:
@@ -190,6 +207,11 @@ def event_doc(stored: StoredEvent) -> dict[str, Any]:
         "b": event.bundleable,
         "bi": event.batch_item_id,
     }
+
+
+def index_doc(event_id: str, recipient: str, digest: str, seq: int, token: str) -> dict[str, Any]:
+    """The idempotency index entry of one saved event (id = event id, partition = recipient)."""
+    return {"id": event_id, "pk": recipient, "h": digest, "seq": seq, "tok": token}
 
 
 def event_from_doc(doc: dict[str, Any], drawer_id: str) -> StoredEvent:

@@ -27,10 +27,10 @@ __all__ = [
     "Ledger",
     "Placement",
     "StoredEvent",
+    "abandon",
     "acknowledge_drawer",
     "allocate",
     "content_hash",
-    "id_bucket",
     "reconcile_catalog",
     "release",
     "save_into_drawer",
@@ -75,12 +75,6 @@ def content_hash(event: DataAvailable) -> str:
         event.batch_item_id or "",
     )
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
-
-
-def id_bucket(event_id: str, buckets: int) -> str:
-    """Partition of the event-id index: a stable hash bucket, so lookups are per-partition queries."""
-    digest = hashlib.blake2b(event_id.encode(), digest_size=4).digest()
-    return f"b{int.from_bytes(digest, 'big') % buckets}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +191,21 @@ def allocate(
     claim = Claim(token, ledger.next_seq, seq - 1, now_s + lease_s)
     updated = replace(ledger, next_seq=seq, claims=(*ledger.claims, claim), heads=heads)
     return updated, Allocation(token, claim.first_seq, claim.last_seq, placements)
+
+
+def abandon(ledger: Ledger, token: str) -> Ledger | None:
+    """Void a save's claim before it wrote any event (it met index entries it did not expect).
+
+    Its sequence numbers stay unused; None when the claim was already voided or released.
+    """
+    claim = next((c for c in ledger.claims if c.token == token), None)
+    if claim is None:
+        return None
+    return replace(
+        ledger,
+        claims=tuple(c for c in ledger.claims if c.token != token),
+        voids=(*ledger.voids, (claim.first_seq, claim.last_seq)),
+    )
 
 
 def release(ledger: Ledger, token: str) -> Ledger | None:

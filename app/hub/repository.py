@@ -6,7 +6,7 @@ import asyncio
 import heapq
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,33 +22,36 @@ from app.hub.cosmos_io import (
     drawer_from_doc,
     event_doc,
     event_from_doc,
+    index_doc,
     ledger_doc,
     ledger_from_doc,
 )
 from app.hub.errors import SaveLeaseLost
 from app.hub.model import (
+    Allocation,
     CabinetKey,
     CatalogEntry,
     DrawerState,
     Ledger,
     Placement,
     StoredEvent,
+    abandon,
     acknowledge_drawer,
     allocate,
     catalog_partition,
     content_hash,
-    id_bucket,
     reconcile_catalog,
     release,
     save_into_drawer,
 )
 from app.hub.reader import read_cabinet
-from app.hub.saving import IndexEntry, plan_save
+from app.hub.saving import IndexEntry, SavePlan, plan_save
 
 __all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
 
 MAX_CAS_ATTEMPTS = 50
-INDEX_ENTRIES_PER_DOC = 1000  # ~80 KB per index document
+MAX_SAVE_PASSES = 5  # plans of one save that may meet index entries they did not know of
+LOOKUP_CHUNK = 1000  # event ids per index query
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,6 @@ class RepositoryOptions:
     parallel_drawers: int = 6
     page_size: int = 1000
     lease_s: float = 120.0
-    id_buckets: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,33 @@ class HubRepository:
         return SaveResult(sum(r.saved for r in results), sum(r.duplicates for r in results))
 
     async def _save_recipient(self, recipient: str, events: list[DataAvailable]) -> SaveResult:
-        index = await self._lookup_index([e.id for e in events])
+        """Claim sequence numbers, write the idempotency index, the events and drawers, release.
+
+        The index is written by creating one document per event id: a create that finds one
+        already there means a duplicate (or a racing save), found without reading the index first.
+        Only when the first event's entry exists (a redelivery) is the whole index read up front.
+        """
+        ids = [e.id for e in events]
+        index = await self._lookup_index(recipient, ids) if await self._indexed(recipient, ids[0]) else {}
+        for _ in range(MAX_SAVE_PASSES):
+            claimed = await self._claim(recipient, events, index)
+            if isinstance(claimed, SaveResult):
+                return claimed
+            plan, allocation = claimed
+            if await self._write_index(recipient, plan.to_place, allocation, index):
+                await asyncio.gather(*(self._write_placement(p) for p in allocation.placements))
+                await self._release(recipient, allocation.token)
+                return SaveResult(len(plan.to_place), plan.duplicates)
+            # Entries this save did not know of (a redelivery mixed with new events, or a racing
+            # save): give the claim back as void and plan again from the whole index.
+            await self._abandon(recipient, allocation.token)
+            index = await self._lookup_index(recipient, ids)
+        raise ServiceUnavailable(f"the event index of {recipient} kept changing; save not finished")
+
+    async def _claim(
+        self, recipient: str, events: list[DataAvailable], index: dict[str, IndexEntry]
+    ) -> tuple[SavePlan, Allocation] | SaveResult:
+        """Plan against the index and claim sequence numbers in the ledger (compare-and-swap)."""
         for _ in range(MAX_CAS_ATTEMPTS):
             ledger, etag = await self._read_ledger(recipient)
             ledger = ledger.reap(time.time())
@@ -107,57 +135,46 @@ class HubRepository:
                 new_drawer_id=lambda: str(uuid.uuid4()),
             )
             if await self._write_ledger(updated, etag):
-                break
-        else:
-            raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
-        seqs = {s.event.id: s.seq for p in allocation.placements for s in p.events}
-        await asyncio.gather(
-            self._write_index(plan.to_place, seqs, allocation.token),
-            *(self._write_placement(p) for p in allocation.placements),
-        )
-        await self._release(recipient, allocation.token)
-        return SaveResult(len(plan.to_place), plan.duplicates)
+                return plan, allocation
+        raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
 
-    async def _lookup_index(self, ids: Sequence[str]) -> dict[str, list[IndexEntry]]:
-        buckets: dict[str, list[str]] = {}
-        for event_id in ids:
-            buckets.setdefault(id_bucket(event_id, self.options.id_buckets), []).append(event_id)
-        sql = (
-            "SELECT VALUE {tok: c.tok, id: x[0], h: x[1], seq: x[2]} FROM c JOIN x IN c.e"
-            " WHERE c.pk = @pk AND ARRAY_CONTAINS(@ids, x[0])"
-        )
+    async def _indexed(self, recipient: str, event_id: str) -> bool:
+        return await self.io.read(self.io.ids, event_id, recipient) is not None
+
+    async def _lookup_index(self, recipient: str, ids: Sequence[str]) -> dict[str, IndexEntry]:
+        sql = "SELECT c.id, c.h, c.seq, c.tok, c._etag FROM c WHERE c.pk = @pk AND ARRAY_CONTAINS(@ids, c.id)"
+        chunks = [list(ids[i : i + LOOKUP_CHUNK]) for i in range(0, len(ids), LOOKUP_CHUNK)]
         pages = await asyncio.gather(
-            *(
-                self.io.query(self.io.ids, sql, b, {"@pk": b, "@ids": members})
-                for b, members in buckets.items()
-            )
+            *(self.io.query(self.io.ids, sql, recipient, {"@pk": recipient, "@ids": c}) for c in chunks)
         )
-        found: dict[str, list[IndexEntry]] = {}
-        for page in pages:
-            for d in page:
-                found.setdefault(d["id"], []).append(IndexEntry(d["h"], d["seq"], d["tok"]))
-        return found
+        return {d["id"]: IndexEntry(d["h"], d["seq"], d["tok"], d["_etag"]) for page in pages for d in page}
 
-    async def _write_index(self, events: Sequence[DataAvailable], seqs: dict[str, int], token: str) -> None:
-        """One index document per id bucket and INDEX_ENTRIES_PER_DOC events of this save: far fewer
-        documents to create than events (the endpoint's create throughput is the limit)."""
-        buckets: dict[str, list[list[Any]]] = {}
+    async def _write_index(
+        self,
+        recipient: str,
+        events: Sequence[DataAvailable],
+        allocation: Allocation,
+        known: dict[str, IndexEntry],
+    ) -> bool:
+        """Index every event of the claim; False when an entry turned up that the plan did not know.
+
+        Entries left by voided saves (in `known`) are taken over under If-Match, the rest created.
+        """
+        seqs = {s.event.id: s.seq for p in allocation.placements for s in p.events}
+        fresh: list[dict[str, Any]] = []
+        takeovers: list[tuple[dict[str, Any], str]] = []
         for event in events:
-            bucket = id_bucket(event.id, self.options.id_buckets)
-            buckets.setdefault(bucket, []).append([event.id, content_hash(event), seqs[event.id]])
-        docs: dict[str, list[dict[str, Any]]] = {
-            bucket: [
-                {
-                    "id": f"{token}.{n}",
-                    "pk": bucket,
-                    "tok": token,
-                    "e": entries[i : i + INDEX_ENTRIES_PER_DOC],
-                }
-                for n, i in enumerate(range(0, len(entries), INDEX_ENTRIES_PER_DOC))
-            ]
-            for bucket, entries in buckets.items()
-        }
-        await asyncio.gather(*(self.io.bulk_create(self.io.ids, b, d) for b, d in docs.items()))
+            doc = index_doc(event.id, recipient, content_hash(event), seqs[event.id], allocation.token)
+            entry = known.get(event.id)
+            if entry is None:
+                fresh.append(doc)
+            else:
+                takeovers.append((doc, entry.etag))
+        results = await asyncio.gather(
+            self.io.create_all_new(self.io.ids, recipient, fresh),
+            *(self.io.replace_if_match(self.io.ids, doc, etag) for doc, etag in takeovers),
+        )
+        return all(results)
 
     async def _write_placement(self, placement: Placement) -> None:
         """Events first, then the drawer (so a drawer never promises events that are not written)."""
@@ -188,13 +205,23 @@ class HubRepository:
         raise ServiceUnavailable(f"drawer {placement.drawer_id} kept changing; save not finished")
 
     async def _release(self, recipient: str, token: str) -> None:
+        if not await self._update_claim(recipient, token, release):
+            raise SaveLeaseLost(f"save for {recipient} outlived its lease of {self.options.lease_s}s")
+
+    async def _abandon(self, recipient: str, token: str) -> None:
+        await self._update_claim(recipient, token, abandon)  # a claim already voided needs nothing
+
+    async def _update_claim(
+        self, recipient: str, token: str, change: Callable[[Ledger, str], Ledger | None]
+    ) -> bool:
+        """Apply `change` to the ledger under If-Match; False when the claim is no longer there."""
         for _ in range(MAX_CAS_ATTEMPTS):
             ledger, etag = await self._read_ledger(recipient)
-            released = release(ledger, token)
-            if released is None:
-                raise SaveLeaseLost(f"save for {recipient} outlived its lease of {self.options.lease_s}s")
-            if await self._write_ledger(released, etag):
-                return
+            changed = change(ledger, token)
+            if changed is None:
+                return False
+            if await self._write_ledger(changed, etag):
+                return True
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
 
     async def _read_ledger(self, recipient: str) -> tuple[Ledger, str | None]:

@@ -19,6 +19,7 @@ class IndexEntry:
     content_hash: str
     seq: int
     token: str
+    etag: str = ""  # of the index document, to take an entry of a voided save over under If-Match
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +28,10 @@ class SavePlan:
     duplicates: int
 
 
-def plan_save(
-    events: Sequence[DataAvailable], index: Mapping[str, Sequence[IndexEntry]], ledger: Ledger
-) -> SavePlan:
+def plan_save(events: Sequence[DataAvailable], index: Mapping[str, IndexEntry], ledger: Ledger) -> SavePlan:
     """Split one recipient's events (in order) into new ones and no-op duplicates.
 
-    `index` holds every index entry found per id; entries of voided saves count as absent.
+    `index` holds the index entry found per id; entries of voided saves count as absent.
     Raises DuplicateEventConflict (never retriable) naming every id saved before with other
     content, and SaveInProgress (retriable) when an id belongs to a save still holding its claim.
     """
@@ -50,8 +49,8 @@ def plan_save(
                 duplicates += 1
             continue
         seen[event.id] = digest
-        entry = next((e for e in index.get(event.id, ()) if not ledger.is_void(e.seq)), None)
-        if entry is None:
+        entry = index.get(event.id)
+        if entry is None or ledger.is_void(entry.seq):
             to_place.append(event)
         elif entry.content_hash != digest:
             conflicts.append(event.id)

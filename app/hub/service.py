@@ -95,7 +95,6 @@ class MessageHub:
             catalog,
             ledgers,
             ids,
-            point_reads=not settings.embedded_cosmos,
             write_gate=asyncio.Semaphore(settings.hub_save_concurrency),
         )
         options = RepositoryOptions(
@@ -103,7 +102,6 @@ class MessageHub:
             parallel_drawers=settings.hub_parallel_drawers,
             page_size=settings.hub_read_page_size,
             lease_s=settings.hub_save_lease_s,
-            id_buckets=settings.hub_id_index_buckets,
         )
         log = bundle_log or await EventStoreBundleLog.open(cosmos, f"{prefix}-bundle-streams")
         return cls(HubRepository(io, options), log, cosmos if owned else None)

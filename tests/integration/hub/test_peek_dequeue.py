@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
-from app.hub.errors import BundleIdConflict, BundleNotFound, DuplicateEventConflict
+from app.hub.errors import BundleIdConflict, BundleNotFound, DuplicateEventConflict, SaveInProgress
 from tests.integration.hub.conftest import DRAWER_CAPACITY, drawers, events, ids
 
 MB = 1024 * 1024
@@ -119,6 +120,36 @@ async def test_idempotent_save_and_conflicting_content(hub: MessageHub, unique: 
     assert (await hub.depth(actor)) == {"timeseries": 7}  # the refused request stored nothing
     delivered = [e for b in await drain(hub, actor) for e in b]
     assert len(delivered) == 7 and len(set(ids(delivered))) == 7
+
+
+async def test_duplicates_behind_a_new_first_event_are_found_by_the_index_creates(
+    hub: MessageHub, unique: str
+) -> None:
+    """The first event is new, so no lookup runs; the index creates meet the saved entries, the claim
+    is voided and the request planned again: only the new events are placed, once each, in order."""
+    actor = f"mixed-{unique}"
+    batch = events(actor, 5)
+    await hub.save(batch)
+    fresh = events(actor, 3)
+    mixed = [fresh[0], *batch[1:4], *fresh[1:]]
+    result = await hub.save(mixed)
+    assert (result.saved, result.duplicates) == (3, 3)
+    ledger, _ = await hub.repository._read_ledger(actor)
+    assert len(ledger.voids) == 1 and not ledger.claims  # the abandoned first plan
+    delivered = [e for b in await drain(hub, actor) for e in b]
+    assert ids(delivered) == ids(batch + fresh)
+
+
+async def test_concurrent_saves_of_the_same_events_place_them_once(hub: MessageHub, unique: str) -> None:
+    actor = f"race-{unique}"
+    batch = events(actor, 40)
+    results = await asyncio.gather(*(hub.save(batch) for _ in range(4)), return_exceptions=True)
+    saved = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert all(isinstance(r, SaveInProgress) for r in refused)  # retriable: the subscription retries
+    assert sum(r.saved for r in saved) == 40
+    delivered = [e for b in await drain(hub, actor) for e in b]
+    assert ids(delivered) == ids(batch)
 
 
 async def test_non_bundleable_event_travels_alone(hub: MessageHub, unique: str) -> None:

@@ -77,7 +77,7 @@ def ev(event_id: str | None = None, weight: int = 10) -> DataAvailable:
 
 def test_plan_skips_committed_duplicates_and_in_request_repeats() -> None:
     a, b = ev(), ev()
-    index = {a.id: [IndexEntry(content_hash(a), 1, "t")]}
+    index = {a.id: IndexEntry(content_hash(a), 1, "t")}
     plan = plan_save([a, b, b], index, Ledger("r", next_seq=2))
     assert plan.to_place == (b,) and plan.duplicates == 2
 
@@ -86,7 +86,7 @@ def test_plan_rejects_same_id_other_content_naming_it() -> None:
     a = ev()
     changed = ev(a.id, weight=99)
     with pytest.raises(DuplicateEventConflict, match=a.id) as info:
-        plan_save([changed], {a.id: [IndexEntry(content_hash(a), 1, "t")]}, Ledger("r", next_seq=2))
+        plan_save([changed], {a.id: IndexEntry(content_hash(a), 1, "t")}, Ledger("r", next_seq=2))
     assert isinstance(info.value, InvalidInput) and not info.value.retriable
     with pytest.raises(DuplicateEventConflict):
         plan_save([a, changed], {}, Ledger("r"))
@@ -94,7 +94,7 @@ def test_plan_rejects_same_id_other_content_naming_it() -> None:
 
 def test_plan_waits_for_a_pending_save_and_replaces_a_voided_one() -> None:
     a = ev()
-    index = {a.id: [IndexEntry(content_hash(a), 3, "t")]}
+    index = {a.id: IndexEntry(content_hash(a), 3, "t")}
     pending = Ledger("r", next_seq=5, claims=(Claim("t", 3, 4, 100.0),))
     with pytest.raises(SaveInProgress) as info:
         plan_save([a], index, pending)
@@ -102,6 +102,6 @@ def test_plan_waits_for_a_pending_save_and_replaces_a_voided_one() -> None:
     voided = pending.reap(now_s=200.0)
     plan = plan_save([a], index, voided)
     assert plan.to_place == (a,)
-    # once placed again, the new entry wins over the voided one
-    again = {a.id: [IndexEntry(content_hash(a), 3, "t"), IndexEntry(content_hash(a), 9, "u")]}
+    # once placed again, the entry (taken over under If-Match) points at the new sequence number
+    again = {a.id: IndexEntry(content_hash(a), 9, "u")}
     assert plan_save([a], again, Ledger("r", next_seq=10, voids=((3, 4),))).duplicates == 1
