@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = ["EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
 
 # The Cosmos DB emulator's published well-known key; only ever used for the local endpoint.
+# Event containers of the hub on the embedded Cosmos endpoint (see Settings.hub_event_shards).
+EMBEDDED_EVENT_SHARDS = 64
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 
@@ -103,6 +105,8 @@ class Settings(BaseSettings):
     # hub
     hub_container_prefix: str = Field(default="hub", validation_alias="HUB_CONTAINER_PREFIX")
     hub_drawer_capacity: int = Field(default=10_000, ge=1, validation_alias="HUB_DRAWER_CAPACITY")
+    # 0: one container on a configured Cosmos DB, EMBEDDED_EVENT_SHARDS on the embedded endpoint
+    hub_event_containers: int = Field(default=0, ge=0, le=256, validation_alias="HUB_EVENT_CONTAINERS")
     hub_parallel_drawers: int = Field(default=6, ge=1, le=64, validation_alias="HUB_PARALLEL_DRAWERS")
     hub_read_page_size: int = Field(default=1000, ge=1, le=10_000, validation_alias="HUB_READ_PAGE_SIZE")
     hub_save_concurrency: int = Field(default=16, ge=1, le=256, validation_alias="HUB_SAVE_CONCURRENCY")
@@ -125,6 +129,17 @@ class Settings(BaseSettings):
     @property
     def bootstrap(self) -> str:
         return self.kafka_bootstrap or f"127.0.0.1:{self.embedded_broker_port}"
+
+    @property
+    def hub_event_shards(self) -> int:
+        """Containers the hub spreads event documents over (by recipient).
+
+        The embedded endpoint evaluates a query over every document of its container and builds
+        that input in quadratic time, so there events are spread over several small containers.
+        """
+        if self.hub_event_containers:
+            return self.hub_event_containers
+        return EMBEDDED_EVENT_SHARDS if self.embedded_cosmos else 1
 
     @property
     def embedded_cosmos(self) -> bool:

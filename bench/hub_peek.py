@@ -27,8 +27,11 @@ from app.settings import get_settings
 CONNECTION_TIMEOUT_S = 120
 
 
-async def bare_read(hub: MessageHub, drawer_ids: list[str], page_size: int) -> tuple[int, float, int]:
-    container = hub.repository.io.events
+async def bare_read(
+    hub: MessageHub, actor: str, drawer_ids: list[str], page_size: int
+) -> tuple[int, float, int]:
+    ledger, _ = await hub.repository._read_ledger(actor)
+    container = hub.repository.io.events(ledger)
 
     async def read(drawer_id: str) -> tuple[int, int]:
         pages = container.query_items(
@@ -87,7 +90,7 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
         drawer_ids = [d.drawer_id for d, _ in drawers]
         page_size = settings.hub_read_page_size
 
-        docs, bare_s, bare_requests = await bare_read(hub, drawer_ids, page_size)
+        docs, bare_s, bare_requests = await bare_read(hub, actor, drawer_ids, page_size)
         print(
             f"bare read {docs} documents from {len(drawer_ids)} drawers in {bare_s:.2f} s"
             f" ({bare_requests} requests)"

@@ -110,6 +110,7 @@ class Ledger:
     claims: tuple[Claim, ...] = ()
     voids: tuple[tuple[int, int], ...] = ()
     heads: dict[str, DrawerHead] = field(default_factory=dict)  # by CabinetKey.value
+    shard: int = 0  # the event container holding this recipient's events, fixed at its first save
 
     @property
     def fence(self) -> int:

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from azure.cosmos.aio import ContainerProxy
+
 from app.hub.bundling import BundleBuilder
 from app.hub.cosmos_io import EVENT_FIELDS, HubContainers, event_from_doc
 from app.hub.model import DrawerState, StoredEvent
@@ -69,13 +71,13 @@ class CabinetRead:
 
 
 def _events_query(
-    io: HubContainers, drawer: DrawerState, upto_seq: int, page_size: int
+    io: HubContainers, container: ContainerProxy, drawer: DrawerState, upto_seq: int, page_size: int
 ) -> AsyncIterator[list[dict[str, Any]]]:
     sql = (
         f"SELECT {EVENT_FIELDS} FROM c WHERE c.pk = @pk AND c.seq > @after AND c.seq <= @upto ORDER BY c.seq"
     )
     params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq, "@upto": upto_seq}
-    return io.pages(io.events, sql, drawer.drawer_id, params, page_size)
+    return io.pages(container, sql, drawer.drawer_id, params, page_size)
 
 
 def _needed(builder: BundleBuilder) -> int:
@@ -89,6 +91,7 @@ def _needed(builder: BundleBuilder) -> int:
 
 async def read_cabinet(
     io: HubContainers,
+    container: ContainerProxy,
     drawers: Sequence[DrawerState],
     builder: BundleBuilder,
     *,
@@ -98,7 +101,7 @@ async def read_cabinet(
     page_size: int,
 ) -> CabinetRead:
     """Offer the drawers' unacknowledged events (up to the fence) to `builder` in sequence order."""
-    cursors = [_DrawerCursor(d, _events_query(io, d, fence, page_size)) for d in drawers]
+    cursors = [_DrawerCursor(d, _events_query(io, container, d, fence, page_size)) for d in drawers]
     next_seen: dict[str, int] = {}
     try:
         for index, cursor in enumerate(cursors):

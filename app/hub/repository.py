@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from azure.cosmos.aio import ContainerProxy
+
 from app.dataavailable import DataAvailable
 from app.errors import ServiceUnavailable
 from app.hub.bundling import BundleBuilder, BundleRef
@@ -104,9 +106,12 @@ class HubRepository:
             claimed = await self._claim(recipient, events, index)
             if isinstance(claimed, SaveResult):
                 return claimed
-            plan, allocation = claimed
+            plan, allocation, ledger = claimed
             if await self._write_index(recipient, plan.to_place, allocation, index):
-                await asyncio.gather(*(self._write_placement(p) for p in allocation.placements))
+                events_container = self.io.events(ledger)
+                await asyncio.gather(
+                    *(self._write_placement(events_container, p) for p in allocation.placements)
+                )
                 await self._release(recipient, allocation.token)
                 return SaveResult(len(plan.to_place), plan.duplicates)
             # Entries this save did not know of (a redelivery mixed with new events, or a racing
@@ -117,7 +122,7 @@ class HubRepository:
 
     async def _claim(
         self, recipient: str, events: list[DataAvailable], index: dict[str, IndexEntry]
-    ) -> tuple[SavePlan, Allocation] | SaveResult:
+    ) -> tuple[SavePlan, Allocation, Ledger] | SaveResult:
         """Plan against the index and claim sequence numbers in the ledger (compare-and-swap)."""
         for _ in range(MAX_CAS_ATTEMPTS):
             ledger, etag = await self._read_ledger(recipient)
@@ -135,7 +140,7 @@ class HubRepository:
                 new_drawer_id=lambda: str(uuid.uuid4()),
             )
             if await self._write_ledger(updated, etag):
-                return plan, allocation
+                return plan, allocation, updated
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
 
     async def _indexed(self, recipient: str, event_id: str) -> bool:
@@ -181,10 +186,10 @@ class HubRepository:
         )
         return all(results)
 
-    async def _write_placement(self, placement: Placement) -> None:
+    async def _write_placement(self, events_container: ContainerProxy, placement: Placement) -> None:
         """Events first, then the drawer (so a drawer never promises events that are not written)."""
         docs = [event_doc(s) for s in placement.events]
-        await self.io.bulk_create(self.io.events, placement.drawer_id, docs)
+        await self.io.bulk_create(events_container, placement.drawer_id, docs)
         catalog_seq = await self._record_in_drawer(placement)
         if catalog_seq is not None:
             entry = CatalogEntry(placement.cabinet, placement.drawer_id, catalog_seq)
@@ -232,7 +237,7 @@ class HubRepository:
     async def _read_ledger(self, recipient: str) -> tuple[Ledger, str | None]:
         doc = await self.io.read(self.io.ledgers, recipient, recipient)
         if doc is None:
-            return Ledger(recipient), None
+            return self.io.new_ledger(recipient), None
         return ledger_from_doc(doc), doc["_etag"]
 
     async def _write_ledger(self, ledger: Ledger, etag: str | None) -> bool:
@@ -253,6 +258,7 @@ class HubRepository:
         cabinet, drawers = chosen
         read = await read_cabinet(
             self.io,
+            self.io.events(ledger),
             [d for d, _ in drawers],
             builder,
             fence=fence,
@@ -315,10 +321,11 @@ class HubRepository:
             f"SELECT {EVENT_FIELDS} FROM c"
             " WHERE c.pk = @pk AND c.seq >= @first AND c.seq <= @last ORDER BY c.seq"
         )
+        ledger, _ = await self._read_ledger(ref.cabinet.recipient)
         parts = await asyncio.gather(
             *(
                 self.io.query(
-                    self.io.events,
+                    self.io.events(ledger),
                     sql,
                     s.drawer_id,
                     {"@pk": s.drawer_id, "@first": s.first_seq, "@last": s.last_seq},
@@ -327,7 +334,6 @@ class HubRepository:
                 for s in ref.slices
             )
         )
-        ledger, _ = await self._read_ledger(ref.cabinet.recipient)
         return tuple(
             event_from_doc(doc, s.drawer_id)
             for s, docs in zip(ref.slices, parts, strict=True)
@@ -378,7 +384,10 @@ class HubRepository:
         ledger, _ = await self._read_ledger(drawer.cabinet.recipient)
         sql = "SELECT TOP 20 c.seq FROM c WHERE c.pk = @pk AND c.seq > @after ORDER BY c.seq"
         docs = await self.io.query(
-            self.io.events, sql, drawer.drawer_id, {"@pk": drawer.drawer_id, "@after": seq}
+            self.io.events(ledger),
+            sql,
+            drawer.drawer_id,
+            {"@pk": drawer.drawer_id, "@after": seq},
         )
         return next((d["seq"] for d in docs if not ledger.is_void(d["seq"])), None)
 

@@ -85,9 +85,13 @@ class MessageHub:
         owned = store is None
         cosmos = store if store is not None else await open_cosmos(settings)
         prefix = settings.hub_container_prefix
-        names = ("events", "drawers", "catalog", "ledgers", "ids")
-        events, drawers, catalog, ledgers, ids = await asyncio.gather(
+        names = ("drawers", "catalog", "ledgers", "ids")
+        drawers, catalog, ledgers, ids = await asyncio.gather(
             *(cosmos.container(f"{prefix}-{n}", "/pk") for n in names)
+        )
+        shards = settings.hub_event_shards
+        events = await asyncio.gather(
+            *(cosmos.container(f"{prefix}-events" + (f"-{i}" if i else ""), "/pk") for i in range(shards))
         )
         io = HubContainers(
             events,
