@@ -82,7 +82,7 @@ def start_worker(env: dict[str, str], home: Path) -> BatchWorker:
     env = dict(env, HUBSTREAM_HOME=str(home), WEB_PORT=str(port), WEB_HOST="127.0.0.1")
     log = (home / "worker.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.batch.run_worker"],
+        [sys.executable, "-m", "tests.support.run_worker"],
         cwd=REPO,
         env=env,
         stdout=log,

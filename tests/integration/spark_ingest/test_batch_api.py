@@ -48,7 +48,7 @@ def worker(
     partitions = int(env["TABLE_PARTITIONS"])
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.spark_ingest.run_batch_worker", *capabilities],
+            [sys.executable, "-m", "tests.support.run_worker", *capabilities],
             cwd=REPO,
             env=env,
             stdout=out,
