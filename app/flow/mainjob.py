@@ -110,12 +110,19 @@ def _mysql(settings: Settings) -> Any:
     )
 
 
-def _mysql_rows(settings: Settings) -> int:
+def _mysql_rows(settings: Settings, batch_id: str | None = None) -> int:
+    """Rows in the mirror table; with `batch_id`, only the rows this run's batch delivered (MySQL
+    outlives the embedded stack, so the table may hold earlier runs' events)."""
     conn = _mysql(settings)
     try:
         with conn.cursor() as cur:
             cur.execute(MIRROR_DDL)
-            cur.execute(f"SELECT COUNT(*) FROM {MIRROR_TABLE}")
+            if batch_id is None:
+                cur.execute(f"SELECT COUNT(*) FROM {MIRROR_TABLE}")
+            else:
+                cur.execute(
+                    f"SELECT COUNT(*) FROM {MIRROR_TABLE} WHERE batch_item_id LIKE %s", (f"{batch_id}:%",)
+                )
             row = cur.fetchone()
             return int(row[0]) if row else 0
     finally:
@@ -250,7 +257,7 @@ def run_main_job(
     produced = _storage_ends(settings, options.topic)
     _wait(
         "the MySQL mirror catching up",
-        lambda: _mysql_rows(settings) >= summary.produced,
+        lambda: _mysql_rows(settings, summary.batch_id) >= summary.produced,
         options.timeout_s,
         console,
     )
@@ -273,7 +280,7 @@ def run_main_job(
         "delivered": delivered - dead_lettered,
         "dead_lettered": dead_lettered,
         "hub_saved": hub_saved,
-        "mysql_rows": _mysql_rows(settings),
+        "mysql_rows": _mysql_rows(settings, summary.batch_id),
         "batch_complete": bool(summary.batch_complete),
         "seconds": round(time.monotonic() - started, 1),
     }
