@@ -64,7 +64,11 @@ def catalog_partition(recipient: str, domain: str) -> str:
 
 
 def content_hash(event: DataAvailable) -> str:
-    """What 'same content' means for idempotent saves: every field, id included."""
+    """What 'same content' means for idempotent saves: every field of the event, id included.
+
+    Not the batch item id: that names the delivery (a re-run of the same input is tracked by a
+    new batch), not the event, so a re-run is a duplicate, not a conflict.
+    """
     parts = (
         event.id,
         event.recipient,
@@ -72,7 +76,6 @@ def content_hash(event: DataAvailable) -> str:
         event.message_type,
         str(event.weight),
         "1" if event.bundleable else "0",
-        event.batch_item_id or "",
     )
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -90,6 +91,13 @@ def test_plan_rejects_same_id_other_content_naming_it() -> None:
     assert isinstance(info.value, InvalidInput) and not info.value.retriable
     with pytest.raises(DuplicateEventConflict):
         plan_save([a, changed], {}, Ledger("r"))
+
+
+def test_a_rerun_under_another_batch_item_is_a_duplicate_not_a_conflict() -> None:
+    a = replace(ev(), batch_item_id="1:group:0")
+    rerun = replace(a, batch_item_id="2:group:0")
+    plan = plan_save([rerun], {a.id: IndexEntry(content_hash(a), 1, "t")}, Ledger("r", next_seq=2))
+    assert plan.to_place == () and plan.duplicates == 1
 
 
 def test_plan_waits_for_a_pending_save_and_replaces_a_voided_one() -> None:
