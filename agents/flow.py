@@ -17,4 +17,5 @@ HUB_SINK = "hub"
 def register(app: faust.App, settings: Settings) -> None:
     holder = app.message_hub  # type: ignore[attr-defined]  # set by agents.hub, registered before us
     acks = AckProducer(settings.bootstrap, settings.batch_acks_topic, settings.table_partitions)
-    register_batch_sink(HUB_SINK, HubSink(holder.get, acks, settings.table_partitions))
+    sink = HubSink(holder.get, acks, settings.table_partitions, max_payload_bytes=settings.max_payload_bytes)
+    register_batch_sink(HUB_SINK, sink)

@@ -30,12 +30,20 @@ __all__ = ["BatchApi", "register_views"]
 ROUTED_HEADER = "X-Hubstream-Batch-Routed"
 EXACT = "/api/v1/batch/exact"
 ESTIMATED = "/api/v1/batch/estimated"
+MAX_BATCH_ID_DIGITS = 20  # an unsigned 64-bit integer
 
 
 def _batch_id(raw: object) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).isdigit():
-        raise InvalidInput(f"batchId must be a non-negative integer, got {raw!r}")
-    return int(raw)
+    text = str(raw)
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, int | str)
+        or not (text.isascii() and text.isdigit() and len(text) <= MAX_BATCH_ID_DIGITS)
+    ):
+        raise InvalidInput(
+            f"batchId must be a non-negative integer of at most {MAX_BATCH_ID_DIGITS} digits, got {raw!r:.80}"
+        )
+    return int(text)
 
 
 def _user_key(body: dict[str, Any]) -> str | None:

@@ -38,7 +38,8 @@ class Delivered:
     offset: int
 
 
-def encode_payload(payload: Payload, max_bytes: int) -> bytes:
+def encode_payload(payload: Payload, max_bytes: int | None) -> bytes:
+    """The payload as bytes; InvalidPayload beyond `max_bytes` (None: no limit of our own)."""
     if isinstance(payload, bytes):
         data = payload
     elif isinstance(payload, str):
@@ -48,9 +49,12 @@ def encode_payload(payload: Payload, max_bytes: int) -> bytes:
             data = orjson.dumps(payload)
         except TypeError as exc:
             raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from exc
-    if len(data) > max_bytes:
+    if max_bytes is not None and len(data) > max_bytes:
         raise InvalidPayload(f"payload of {len(data)} bytes exceeds MAX_PAYLOAD_BYTES={max_bytes}")
     return data
+
+
+LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000_000  # the largest message.max.bytes librdkafka accepts
 
 
 def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
@@ -172,12 +176,26 @@ class CompositeProducer:
 
 
 class AsyncCompositeProducer:
-    """asyncio producer: `await produce(...)` returns once the broker confirmed the message."""
+    """asyncio producer: `await produce(...)` returns once the broker confirmed the message.
+
+    `copies=True` is for copies of records the broker already holds (a subscription's RQ and DLQ):
+    MAX_PAYLOAD_BYTES limits new input only, so a copy is never refused for its size by this
+    client (the broker's own limit still applies); a shard must be able to sideline any record.
+    """
 
     def __init__(
-        self, settings: Settings, name: str, store: MetadataStore | None = None, **config: Any
+        self,
+        settings: Settings,
+        name: str,
+        store: MetadataStore | None = None,
+        *,
+        copies: bool = False,
+        **config: Any,
     ) -> None:
         self.settings = settings
+        self._max_payload_bytes = None if copies else settings.max_payload_bytes
+        if copies:
+            config.setdefault("message.max.bytes", LIBRDKAFKA_MAX_MESSAGE_BYTES)
         self._store = store or MetadataStore(settings.bootstrap, settings.metadata_topic)
         self._router = RoutedTarget(
             self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
@@ -193,7 +211,7 @@ class AsyncCompositeProducer:
 
     async def produce(self, group_id: str, payload: Payload, headers: Headers | None = None) -> Delivered:
         topic, partition, key = self._router.target(group_id)
-        value = encode_payload(payload, self.settings.max_payload_bytes)
+        value = encode_payload(payload, self._max_payload_bytes)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = loop.create_future()
 

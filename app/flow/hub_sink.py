@@ -47,6 +47,7 @@ class HubSink:
     acks: AckSender
     ack_partitions: int
     ack_timeout_s: float = 30.0
+    max_payload_bytes: int = 1_048_576  # MAX_PAYLOAD_BYTES: larger payloads are refused (DLQ)
 
     async def __call__(self, messages: Sequence[SubscriptionMessage]) -> list[Outcome]:
         outcomes: list[Outcome] = [None] * len(messages)
@@ -74,6 +75,10 @@ class HubSink:
         return outcomes
 
     def _decode(self, message: SubscriptionMessage) -> DataAvailable:
+        if len(message.payload) > self.max_payload_bytes:
+            raise InvalidInput(
+                f"payload of {len(message.payload)} bytes exceeds MAX_PAYLOAD_BYTES={self.max_payload_bytes}"
+            )
         try:
             event = parse(orjson.loads(message.payload))
         except orjson.JSONDecodeError as exc:

@@ -30,6 +30,8 @@ def actor_from_request(request: web.Request, settings: Settings) -> str:
     if not header.startswith("Bearer "):
         raise Unauthorized("missing bearer token (Authorization: Bearer <JWT>)")
     token = header.removeprefix("Bearer ").strip()
+    if not token.isascii():  # a JWT is base64url and dots; PyJWT fails on undecodable header bytes
+        raise Unauthorized("invalid token: not ASCII")
     try:
         claims = jwt.decode(
             token,

@@ -116,8 +116,13 @@ class ShardRunner:
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
         await self._consumer.start()
-        self._rq_out = AsyncCompositeProducer(self.settings, self.sub.rq_topic, store=self.metadata)
-        self._dlq_out = AsyncCompositeProducer(self.settings, self.sub.dlq_topic, store=self.metadata)
+        # copies: a record over MAX_PAYLOAD_BYTES that MQ holds must still go to RQ/DLQ
+        self._rq_out = AsyncCompositeProducer(
+            self.settings, self.sub.rq_topic, store=self.metadata, copies=True
+        )
+        self._dlq_out = AsyncCompositeProducer(
+            self.settings, self.sub.dlq_topic, store=self.metadata, copies=True
+        )
         try:
             await self._skip_drained(self.mq)
             await self._plan_feed()

@@ -115,7 +115,7 @@ async def _replay(
     """Copy the picked records into RQ in group order; the last copy's position per group."""
     # its own store: closing the producer closes the store it was given
     out = AsyncCompositeProducer(
-        settings, sub.rq_topic, store=MetadataStore(metadata.bootstrap, metadata.topic)
+        settings, sub.rq_topic, store=MetadataStore(metadata.bootstrap, metadata.topic), copies=True
     )
     rq = metadata.get(sub.rq_topic)
     written: dict[str, MessageState] = {}

@@ -1,7 +1,9 @@
 """JSON responses and errors for Faust views.
 
 Every error leaves as HTTP 4xx/5xx with a JSON body {"error": <class>, "reason": <message>};
-a view wrapped in `guarded` never lets an exception escape as a bare 500 page.
+a view wrapped in `guarded` never lets an exception escape as a bare 500 page, and the
+`json_errors` middleware gives aiohttp's own errors (no such route, body over MAX_BODY_BYTES) the
+same JSON shape.
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from app.errors import HubstreamError, InvalidInput
 from app.settings import Settings
 
-__all__ = ["Unauthorized", "error_response", "guarded", "json_response", "read_json", "require_admin"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "Unauthorized",
+    "error_response",
+    "guarded",
+    "json_errors",
+    "json_response",
+    "read_json",
+    "require_admin",
+]
 
 log = logging.getLogger(__name__)
-MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # the web server's client_max_size (set in app/worker/factory.py)
 
 
 class Unauthorized(HubstreamError):
@@ -41,11 +52,7 @@ def error_response(exc: HubstreamError) -> web.Response:
 
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON, or InvalidInput naming what is wrong with it."""
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise InvalidInput(f"request body larger than {MAX_BODY_BYTES} bytes")
-    body = await request.read()
-    if len(body) > MAX_BODY_BYTES:
-        raise InvalidInput(f"request body larger than {MAX_BODY_BYTES} bytes")
+    body = await request.read()  # beyond MAX_BODY_BYTES aiohttp raises 413 (rendered by json_errors)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -57,7 +64,10 @@ def require_admin(request: web.Request, settings: Settings) -> None:
     if settings.admin_token is None:
         return
     supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(supplied.encode(), settings.admin_token.get_secret_value().encode()):
+    # surrogateescape: header bytes that are not UTF-8 arrive as lone surrogates
+    if not hmac.compare_digest(
+        supplied.encode("utf-8", "surrogateescape"), settings.admin_token.get_secret_value().encode()
+    ):
         raise Unauthorized(
             "this endpoint needs the admin token (Authorization: Bearer <HUBSTREAM_ADMIN_TOKEN>)"
         )
@@ -89,3 +99,20 @@ def guarded(handler: Handler) -> Handler:
             return json_response({"error": "InternalError", "reason": type(exc).__name__}, status=500)
 
     return wrapper
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own 4xx/5xx (no route for the path, body over client_max_size) as JSON errors."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        reason = exc.text or ""
+        if reason in {"", f"{exc.status}: {exc.reason}"}:  # aiohttp's default text says nothing more
+            reason = f"{exc.reason}: {request.method} {request.path[:200]}"
+        headers = {k: v for k, v in exc.headers.items() if k not in {"Content-Type", "Content-Length"}}
+        response = json_response({"error": exc.reason.replace(" ", ""), "reason": reason}, exc.status)
+        response.headers.update(headers)
+        return response

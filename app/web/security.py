@@ -60,7 +60,8 @@ def admin_middleware(settings: Settings) -> Any:
         if token and request.method in MUTATING_METHODS and not is_actor_path(request.path):
             header = request.headers.get("Authorization", "")
             supplied = header[7:].strip() if header[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(supplied.encode(), token):
+            # surrogateescape: header bytes that are not UTF-8 arrive as lone surrogates
+            if not hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), token):
                 return error_response(
                     Unauthorized(
                         f"{request.method} {request.path} needs the admin token "

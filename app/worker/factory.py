@@ -12,6 +12,7 @@ import faust
 from app.kafka.faust_compat import install_true_highwaters
 from app.settings import Settings
 from app.web.metrics import http_middleware
+from app.web.responses import MAX_BODY_BYTES, json_errors
 from app.web.security import admin_middleware, check_bind, install_log_redaction
 
 __all__ = ["CAPABILITIES", "Register", "create_app"]
@@ -56,7 +57,10 @@ def create_app(settings: Settings, capabilities: Sequence[str] | None = None) ->
         processing_guarantee="at_least_once",
         autodiscover=False,
         web_in_thread=False,
-        web_application_options={"middlewares": [http_middleware(), admin_middleware(settings)]},
+        web_application_options={
+            "middlewares": [http_middleware(), json_errors, admin_middleware(settings)],
+            "client_max_size": MAX_BODY_BYTES,
+        },
         # Faust's /table/ views expose raw table bytes and its /router/ views answer 500 for unknown
         # tables; hubstream serves its own views (app.web.openapi lists every one).
         web_tables_enabled=False,

@@ -161,3 +161,17 @@ async def test_unconfirmed_acks_make_saved_messages_retriable() -> None:
     outcomes = await sink(hub, acks)([message(event("a", 0, item(0)))])
     assert isinstance(outcomes[0], ServiceUnavailable)
     assert outcomes[0].retriable
+
+
+async def test_a_payload_over_max_payload_bytes_is_refused_even_when_it_parses() -> None:
+    hub = MemoryHub()
+    padded = {**event("a", 0).to_json(), "padding": "x" * 2048}
+
+    async def get() -> MemoryHub:
+        return hub
+
+    small = HubSink(get, MemoryAcks(), ack_partitions=8, max_payload_bytes=1024)
+    outcomes = await small([message(orjson.dumps(padded), group="a"), message(event("b", 0))])
+    assert isinstance(outcomes[0], InvalidInput) and not outcomes[0].retriable
+    assert "exceeds MAX_PAYLOAD_BYTES=1024" in str(outcomes[0])
+    assert outcomes[1] is None and list(hub.saved) == ["b"]
