@@ -203,6 +203,15 @@ class Delivery:
         """Hand the message to RQ (confirmed by the broker), then record the group as sidelined."""
         group = item.group_id
         written = await self.produce_to("rq", group, item.record, meta)
+        if failed and meta.failure is not None:
+            log.info(
+                "%s: group %s to RQ after %d failed attempt(s): %s: %s",
+                _where(item.record),
+                group,
+                meta.failed_attempts,
+                meta.failure.error_class,
+                meta.failure.error,
+            )
         self.states.put(
             group,
             on_sidelined(
@@ -220,6 +229,15 @@ class Delivery:
         """Hand the message to DLQ (confirmed by the broker), then record the group's DLQ state."""
         group = item.group_id
         written = await self.produce_to("dlq", group, item.record, meta)
+        failure = meta.failure
+        log.warning(
+            "%s: group %s to DLQ (%s): %s: %s",
+            _where(item.record),
+            group,
+            failure.reason if failure else "failed",
+            failure.error_class if failure else "?",
+            failure.error if failure else "",
+        )
         self.states.put(
             group, on_dead_lettered(self.states.get(group), item.main, written, item.read, self.generation)
         )
@@ -238,7 +256,7 @@ class Delivery:
         meta = InternalMeta(main, rec.partition, message_id_for(main, rec.partition), 0, 0, failure=failure)
         await self.produce_to("dlq", UNDECODABLE_GROUP, rec, meta)
         self.stats.dead_lettered += 1
-        log.warning("%s[%d] offset=%d: undecodable record sent to DLQ", rec.topic, rec.partition, rec.offset)
+        log.warning("%s: undecodable record sent to DLQ", _where(rec))
 
     # -- per-message endpoints ------------------------------------------------------------------
     async def process(self, items: list[Item]) -> None:
@@ -294,3 +312,8 @@ def with_failure(meta: InternalMeta, failure: FailureInfo, failed: int | None = 
         meta.replay,
         failure,
     )
+
+
+def _where(record: ConsumerRecord[bytes, bytes]) -> str:
+    """A record's place as logs name it: `topic[partition] offset=N`."""
+    return f"{record.topic}[{record.partition}] offset={record.offset}"

@@ -6,6 +6,8 @@ message, source topic[partition]@offset); the shard keeps delivering everything 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -57,8 +59,9 @@ class JsonSink:
 
 @pytest.mark.parametrize("kind", ["callable", "batch"])
 async def test_bad_records_go_to_dlq_with_reasons_and_the_shard_goes_on(
-    stack: Settings, metadata: MetadataStore, unique: str, kind: str
+    stack: Settings, metadata: MetadataStore, unique: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="app.subscription.delivery")
     topic = f"subbad-{unique}"
     metadata.create(topic, 2)
     storage = metadata.get(topic).storage_topics[0]
@@ -123,3 +126,8 @@ async def test_bad_records_go_to_dlq_with_reasons_and_the_shard_goes_on(
     assert rejected["failed_attempts"] == 1  # invalid payloads are not retried
     source_topic, rest = str(rejected["source"]).split("[")
     assert source_topic == storage.name and rest.split("]@")[0] == str(storage.route(group_hash(bad_group)))
+    # every dead letter is logged where it was read: `topic[partition] offset=N`
+    where = re.compile(r"^\S+\[\d+\] offset=\d+: ")
+    dlq_logs = [r.getMessage() for r in caplog.records if "DLQ" in r.getMessage()]
+    assert len(dlq_logs) == len(dlq) and all(where.match(m) for m in dlq_logs), dlq_logs
+    assert any(m.startswith(f"{storage.name}[") and f"group {bad_group} to DLQ" in m for m in dlq_logs)
