@@ -42,6 +42,7 @@ RESULT_SCHEMA = (
 COUNT_SCHEMA = "file string, start long, rows long, valid long"
 ROUTE_COLUMN = "partition"
 MAX_RAW_CHARS = 2000
+_SPLIT_COLUMNS = frozenset({"_file", "_start", "_row"})
 _PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 
 
@@ -74,10 +75,11 @@ def _rows(batches: Iterator[pa.RecordBatch], plan: IngestPlan) -> Iterator[_Row]
     identities: dict[str, str] = {}
     fmt = plan.input_format
     for batch in batches:
-        columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        files, starts, row_indexes = columns.pop("_file"), columns.pop("_start"), columns.pop("_row", None)
-        names = list(columns)
-        records = (dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True))
+        names = batch.schema.names
+        files, starts = batch.column("_file").to_pylist(), batch.column("_start").to_pylist()
+        row_indexes = batch.column("_row").to_pylist() if "_row" in names else None
+        # One dict per row, built by Arrow in C (a Python zip per row costs ~10% of the task).
+        records = batch.select([n for n in names if n not in _SPLIT_COLUMNS]).to_pylist()
         for i, record in enumerate(records):
             split = (files[i], starts[i])
             ordinal = seen.get(split, 0)
