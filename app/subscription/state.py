@@ -8,6 +8,7 @@ Everything here is pure; the shard runner stores the states in a Faust table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 Position = tuple[int, int]
+_FAR_FUTURE: Position = (1 << 62, 0)
 
 
 class Action(StrEnum):
@@ -92,9 +94,15 @@ class GroupState:
     # after a crash at or below it are skipped. Valid for MQ reset generation `generation` only.
     handled: Position | None = None
     generation: int = 0
-    # The latest copy re-sidelined from RQ behind a failed head: RQ records of the group read before
-    # it with a later main position go behind it too (else they would overtake it).
-    rq_barrier: MessageState | None = None
+    # Highest main position written to RQ since the group's RQ was last drained.
+    rq_max_main: Position | None = None
+    # Pending RQ copies written out of main order (a main below rq_max_main: a failed head written
+    # again, a message re-sidelined behind it, an unsidelined DLQ entry), reduced to the suffix
+    # minima: internal and main positions both increase along the tuple. A copy read from RQ may
+    # be delivered only if no pending copy written after it has an earlier main position; only
+    # out-of-order copies can be such a witness, and the first entry after the read copy is the
+    # smallest of them. At most one entry per out-of-order copy pending (bounded by the backlog).
+    rq_late: tuple[MessageState, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         def ms(m: MessageState | None) -> list[int] | None:
@@ -110,7 +118,8 @@ class GroupState:
             "retry_head": None if self.retry_head is None else list(self.retry_head),
             "handled": None if self.handled is None else list(self.handled),
             "generation": self.generation,
-            "rq_barrier": ms(self.rq_barrier),
+            "rq_max_main": None if self.rq_max_main is None else list(self.rq_max_main),
+            "rq_late": [ms(m) for m in self.rq_late],
         }
 
     @classmethod
@@ -127,7 +136,9 @@ class GroupState:
             retry_head=pos(data.get("retry_head")),
             handled=pos(data.get("handled")),
             generation=int(data.get("generation", 0)),
-            rq_barrier=ms(data.get("rq_barrier")),
+            # States written before rq_max_main existed: every RQ write counts as out of order.
+            rq_max_main=pos(data["rq_max_main"]) if "rq_max_main" in data else _FAR_FUTURE,
+            rq_late=tuple(m for m in (ms(v) for v in data.get("rq_late", ())) if m is not None),
         )
 
 
@@ -158,9 +169,9 @@ def decide_retry(state: GroupState | None, main: Position, internal: Position, o
         return Action.FOLLOW_TO_DLQ
     if state.retry_head is not None and main > state.retry_head:
         return Action.SIDELINE
-    barrier = state.rq_barrier
-    if barrier is not None and internal < barrier.internal and main > barrier.main:
-        return Action.SIDELINE
+    witness = next((m for m in state.rq_late if m.internal > internal), None)
+    if witness is not None and witness.main < main:
+        return Action.SIDELINE  # an earlier message of the group is still pending behind this copy
     return Action.DELIVER
 
 
@@ -173,10 +184,21 @@ def _handled(state: GroupState, main: Position, generation: int) -> GroupState:
 def _read_from_rq(state: GroupState, read: MessageState | None) -> GroupState:
     if read is None:
         return state
-    new = replace(state, rq=state.rq.consumed(read))
-    if new.rq_barrier is not None and read.internal >= new.rq_barrier.internal:
-        new = replace(new, rq_barrier=None)  # everything written before the barrier was read
-    return new
+    rq = state.rq.consumed(read)
+    if not rq.pending:
+        return replace(state, rq=rq, rq_max_main=None, rq_late=())
+    late = tuple(m for m in state.rq_late if m.internal > read.internal)
+    return replace(state, rq=rq, rq_late=late)
+
+
+def _written_to_rq(state: GroupState, written: MessageState) -> GroupState:
+    """Record a copy the broker confirmed in RQ."""
+    new = replace(state, rq=state.rq.produced(written))
+    if new.rq_max_main is None or written.main > new.rq_max_main:
+        return replace(new, rq_max_main=written.main)  # in main order: never overtakes anything
+    late = [m for m in new.rq_late if m.main < written.main]  # the new copy dominates the rest
+    late.append(written)
+    return replace(new, rq_late=tuple(late))
 
 
 def on_delivered(
@@ -202,11 +224,9 @@ def on_sidelined(
 ) -> GroupState:
     """The broker confirmed the message in RQ at `written`; `failed` when it was a delivery failure."""
     new = _read_from_rq(state or GroupState(generation=generation), read_from_rq)
-    new = _handled(replace(new, rq=new.rq.produced(written)), main, generation)
+    new = _handled(_written_to_rq(new, written), main, generation)
     if failed:
         new = replace(new, retry_head=main if new.retry_head is None else min(new.retry_head, main))
-    elif read_from_rq is not None:
-        new = replace(new, rq_barrier=written)
     return new
 
 
@@ -230,10 +250,10 @@ def on_skipped(state: GroupState | None, read_from_rq: MessageState | None = Non
 
 
 def on_unsidelined(
-    state: GroupState, dlq_read_upto: MessageState, last_written_rq: MessageState | None
+    state: GroupState, dlq_read_upto: MessageState, written_rq: Sequence[MessageState]
 ) -> GroupState:
-    """DLQ messages up to `dlq_read_upto` were replayed into RQ (last one at `last_written_rq`)."""
+    """DLQ messages up to `dlq_read_upto` were replayed into RQ, at `written_rq` (in write order)."""
     new = replace(state, dlq=state.dlq.consumed(dlq_read_upto))
-    if last_written_rq is not None:
-        new = replace(new, rq=new.rq.produced(last_written_rq))
+    for written in written_rq:
+        new = _written_to_rq(new, written)
     return new

@@ -111,14 +111,14 @@ async def _replay(
     sub: Subscription,
     plan: dict[str, list[DlqEntry]],
     records: dict[tuple[str, int, int], Any],
-) -> dict[str, MessageState]:
-    """Copy the picked records into RQ in group order; the last copy's position per group."""
+) -> dict[str, list[MessageState]]:
+    """Copy the picked records into RQ in group order; where each copy was written, per group."""
     # its own store: closing the producer closes the store it was given
     out = AsyncCompositeProducer(
         settings, sub.rq_topic, store=MetadataStore(metadata.bootstrap, metadata.topic), copies=True
     )
     rq = metadata.get(sub.rq_topic)
-    written: dict[str, MessageState] = {}
+    written: dict[str, list[MessageState]] = {}
     try:
         for group, picked in plan.items():
             for entry in picked:
@@ -126,7 +126,8 @@ async def _replay(
                 meta = InternalMeta(entry.main, entry.main_partition, entry.message_id, 0, 0, replay=True)
                 headers = encode_internal(meta, msg.headers())
                 delivered = await out.produce(group, msg.value() or b"", headers=dict(headers))
-                written[group] = MessageState.at(entry.main, (rq.index_of(delivered.topic), delivered.offset))
+                at = MessageState.at(entry.main, (rq.index_of(delivered.topic), delivered.offset))
+                written.setdefault(group, []).append(at)
     finally:
         await out.close()
     return written

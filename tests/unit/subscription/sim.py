@@ -121,9 +121,7 @@ class Shard:
         picked = [(m, off) for g, m, off in self.dlq if g == group and (0, off) > c]
         if not picked:
             return []
-        last = None
-        for main, _off in picked:
-            last = self._to_rq(group, main, 0, replay=True)
+        written = [self._to_rq(group, main, 0, replay=True) for main, _off in picked]
         upto = MessageState.at(picked[-1][0], (0, picked[-1][1]))
-        self.states[group] = on_unsidelined(state, upto, last)
+        self.states[group] = on_unsidelined(state, upto, written)
         return [m for m, _ in picked]
