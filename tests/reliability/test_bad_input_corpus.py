@@ -16,7 +16,6 @@ import base64
 import hashlib
 import hmac
 import http.client
-import logging
 import time
 import uuid
 from collections import defaultdict
@@ -33,7 +32,6 @@ from app.composite.errors import InvalidPayload
 from app.composite.producer import CompositeProducer
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
-from app.cosmos import open_cosmos
 from app.dataavailable import DataAvailable, parse
 from app.hub import MessageHub
 from app.settings import Settings
@@ -41,7 +39,7 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, OnDlq, Subscription
 from app.subscription.records import decode_internal
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.web.worker import Worker, start_worker, worker_env
+from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -69,7 +67,9 @@ def _token(claims: dict[str, Any], secret: str = JWT_SECRET, alg: str = "HS256")
 
 
 def _claims(**changes: Any) -> dict[str, Any]:
-    return {"sub": ACTOR, "exp": int(time.time()) + 600, **changes}
+    # Built when pytest collects the module, which can be long before these cases run in a full
+    # suite: valid tokens live a day so only the cases meant to be expired are.
+    return {"sub": ACTOR, "exp": int(time.time()) + 86_400, **changes}
 
 
 def _bearer(token: str | bytes) -> Headers:
@@ -255,7 +255,7 @@ CASES = [
     _refused("jwt/expired", _actor(exp=int(time.time()) - 60)),
     _refused("jwt/alg-none", _bearer(_token(_claims(), alg="none"))),
     _refused("jwt/hs512", _bearer(_token(_claims(), alg="HS512"))),
-    _refused("jwt/no-subject", _bearer(_token({"exp": int(time.time()) + 600}))),
+    _refused("jwt/no-subject", _bearer(_token({"exp": int(time.time()) + 86_400}))),
     _refused("jwt/subject-path", _actor(sub="../../etc/passwd")),
     _refused("jwt/subject-number", _actor(sub=5790000000001)),
     _refused("jwt/not-yet-valid", _actor(nbf=int(time.time()) + 3600)),
@@ -312,20 +312,6 @@ class Corpus:
         )
 
 
-async def _drop_database(settings: Settings) -> None:
-    """Best effort: a busy shared Cosmos endpoint must not fail the tests that passed."""
-    try:
-        store = await open_cosmos(settings)
-        try:
-            await store.client.delete_database(settings.cosmos_database)
-        finally:
-            await store.close()
-    except Exception as exc:
-        logging.getLogger(__name__).warning(
-            "could not drop Cosmos database %s: %r", settings.cosmos_database, exc
-        )
-
-
 @pytest.fixture(scope="module")
 def corpus(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     unique = uuid.uuid4().hex[:10]
@@ -368,7 +354,7 @@ def corpus(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield Corpus(worker, settings, subscription, batch_id, estimated_id)
     finally:
         worker.stop()
-        asyncio.run(_drop_database(settings))
+        asyncio.run(drop_database(settings))
 
 
 # -- Part A: the HTTP corpus --------------------------------------------------------------------------

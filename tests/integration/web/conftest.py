@@ -5,7 +5,6 @@ events for two actors. Every figure the tests expect is computed here from what 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from confluent_kafka import Producer
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
-from app.cosmos import open_cosmos
 from app.dataavailable import DataAvailable
 from app.hub.service import MessageHub
 from app.kafka.admin import KafkaAdmin, TopicSpec
@@ -27,7 +25,7 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.web.worker import Worker, start_worker, worker_env
+from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env
 
 
 @dataclass
@@ -78,20 +76,6 @@ async def _seed_hub(settings: Settings, depth: dict[str, int]) -> None:
         await hub.save(events)
     finally:
         await hub.close()
-
-
-async def _drop_database(settings: Settings) -> None:
-    """Best-effort cleanup: a busy shared Cosmos endpoint must not fail the tests that passed."""
-    try:
-        store = await open_cosmos(settings)
-        try:
-            await store.client.delete_database(settings.cosmos_database)
-        finally:
-            await store.close()
-    except Exception as exc:
-        logging.getLogger(__name__).warning(
-            "could not drop Cosmos database %s: %r", settings.cosmos_database, exc
-        )
 
 
 @pytest.fixture(scope="module")
@@ -150,4 +134,4 @@ def seeded(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         )
     finally:
         worker.stop()
-        asyncio.run(_drop_database(settings))
+        asyncio.run(drop_database(settings))

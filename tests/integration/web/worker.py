@@ -3,6 +3,7 @@ registry topics, Cosmos database, batch topics), for the web, security and fuzz 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from app.cosmos import open_cosmos
 from app.settings import Settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -116,3 +118,18 @@ def start_worker(env: dict[str, str], home: Path, ready_path: str = "/api/v1/bat
         time.sleep(0.5)
     worker.stop()
     raise AssertionError(f"worker not ready after 90 s:\n{worker.log()[-4000:]}")
+
+
+async def drop_database(settings: Settings) -> None:
+    """Drop the worker's Cosmos database, best effort: a busy shared Cosmos endpoint must not fail
+    the tests that passed."""
+    try:
+        store = await open_cosmos(settings)
+        try:
+            await store.client.delete_database(settings.cosmos_database)
+        finally:
+            await store.close()
+    except Exception as exc:
+        logging.getLogger(__name__).warning(
+            "could not drop Cosmos database %s: %r", settings.cosmos_database, exc
+        )
