@@ -76,7 +76,7 @@ def _wait(
 
 def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
     from app.subscription import ops
-    from app.subscription.model import EndpointSpec, Status
+    from app.subscription.model import EndpointSpec, RetryPolicy, Status
     from app.subscription.registry import SubscriptionRegistry
 
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
@@ -91,6 +91,9 @@ def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
                 options.topic,
                 EndpointSpec("batch", "hub", timeout_s=60.0),
                 shard_count=options.shards,
+                # A worker killed mid-save leaves its claim for HUB_SAVE_LEASE_S (60 s); until then
+                # the redelivered events are refused as SaveInProgress. 1 s doubling to 60 s: 243 s.
+                retry=RetryPolicy(max_attempts=10, min_backoff_s=1.0, max_backoff_s=60.0),
                 start=True,
             )
         else:

@@ -394,19 +394,30 @@ class HubRepository:
     # ---- Depth ----------------------------------------------------------------------------------
 
     async def depth(self, recipient: str) -> dict[str, int]:
-        """Saved, unacknowledged events per domain, from the drawer documents (one query per cabinet).
+        """Visible, unacknowledged events per domain: what the actor can still peek.
 
-        Counts events as soon as their drawer records them, slightly before the fence releases them;
-        events of a voided (crashed) save stay counted.
+        Reads the event sequence numbers above each drawer's position (one query per open drawer)
+        and leaves out voided ones (crashed or abandoned saves) and any above the fence.
         """
         ledger, _ = await self._read_ledger(recipient)
-        counts: dict[str, int] = {}
-        sql = "SELECT c.used, c.acked FROM c WHERE c.pk = @pk"
         cabinets = [CabinetKey(*value.split("|", 2)) for value in ledger.heads]
-        found = await asyncio.gather(
-            *(self.io.query(self.io.drawers, sql, c.value, {"@pk": c.value}) for c in cabinets)
+        drawer_sql = "SELECT * FROM c WHERE c.pk = @pk"
+        drawers = await asyncio.gather(
+            *(self.io.query(self.io.drawers, drawer_sql, c.value, {"@pk": c.value}) for c in cabinets)
         )
-        for cabinet, docs in zip(cabinets, found, strict=True):
-            backlog = sum(d["used"] - d.get("acked", 0) for d in docs)
-            counts[cabinet.domain] = counts.get(cabinet.domain, 0) + backlog
+        seq_sql = "SELECT VALUE c.seq FROM c WHERE c.pk = @pk AND c.seq > @after"
+        events = self.io.events(ledger)
+
+        async def visible(doc: dict[str, Any]) -> int:
+            drawer = drawer_from_doc(doc)
+            if drawer.used <= drawer.acked:
+                return 0
+            params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq}
+            seqs: list[Any] = await self.io.query(events, seq_sql, drawer.drawer_id, params)  # VALUE: ints
+            return sum(1 for seq in map(int, seqs) if seq <= ledger.fence and not ledger.is_void(seq))
+
+        counts: dict[str, int] = {}
+        for cabinet, docs in zip(cabinets, drawers, strict=True):
+            found = await asyncio.gather(*(visible(d) for d in docs))
+            counts[cabinet.domain] = counts.get(cabinet.domain, 0) + sum(found)
         return {domain: n for domain, n in counts.items() if n}
