@@ -234,6 +234,17 @@ class HubRepository:
                 return True
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
 
+    async def _read_ledger_reaped(self, recipient: str) -> Ledger:
+        """The ledger with the claims of crashed saves voided and written back, so a reader's fence
+        moves past them even when no save for this recipient comes again (the write makes a slow
+        writer's late release fail, so events a reader treated as void never reappear)."""
+        for _ in range(MAX_CAS_ATTEMPTS):
+            ledger, etag = await self._read_ledger(recipient)
+            reaped = ledger.reap(time.time())
+            if reaped == ledger or etag is None or await self._write_ledger(reaped, etag):
+                return reaped
+        raise ServiceUnavailable(f"ledger of {recipient} kept changing; read not started")
+
     async def _read_ledger(self, recipient: str) -> tuple[Ledger, str | None]:
         doc = await self.io.read(self.io.ledgers, recipient, recipient)
         if doc is None:
@@ -250,7 +261,7 @@ class HubRepository:
     async def next_unacknowledged(
         self, recipient: str, domains: Sequence[str], bundle_id: str, builder: BundleBuilder
     ) -> Candidate | None:
-        ledger, _ = await self._read_ledger(recipient)
+        ledger = await self._read_ledger_reaped(recipient)
         fence = ledger.fence
         chosen = await self._next_cabinet(recipient, domains, fence)
         if chosen is None:
@@ -399,7 +410,7 @@ class HubRepository:
         Reads the event sequence numbers above each drawer's position (one query per open drawer)
         and leaves out voided ones (crashed or abandoned saves) and any above the fence.
         """
-        ledger, _ = await self._read_ledger(recipient)
+        ledger = await self._read_ledger_reaped(recipient)
         cabinets = [CabinetKey(*value.split("|", 2)) for value in ledger.heads]
         drawer_sql = "SELECT * FROM c WHERE c.pk = @pk"
         drawers = await asyncio.gather(
