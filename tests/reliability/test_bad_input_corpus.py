@@ -39,7 +39,7 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, OnDlq, Subscription
 from app.subscription.records import decode_internal
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env
+from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env, worker_settings
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -317,14 +317,7 @@ def corpus(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     unique = uuid.uuid4().hex[:10]
     home = tmp_path_factory.mktemp("corpus-worker")
     env = worker_env(stack, unique, home, HUBSTREAM_ADMIN_TOKEN=ADMIN_TOKEN, HUB_JWT_SECRET=JWT_SECRET)
-    settings = stack.model_copy(
-        update={
-            "app_id": env["HUBSTREAM_APP_ID"],
-            "metadata_topic": env["COMPOSITE_METADATA_TOPIC"],
-            "subscription_registry_topic": env["SUBSCRIPTION_REGISTRY_TOPIC"],
-            "cosmos_database": env["COSMOS_DATABASE"],
-        }
-    )
+    settings = worker_settings(stack, env)
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
     registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
     try:

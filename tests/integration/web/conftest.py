@@ -25,7 +25,7 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env
+from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env, worker_settings
 
 
 @dataclass
@@ -83,14 +83,7 @@ def seeded(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     unique = uuid.uuid4().hex[:10]
     home = tmp_path_factory.mktemp("web-worker")
     env = worker_env(stack, unique, home)
-    settings = stack.model_copy(
-        update={
-            "app_id": env["HUBSTREAM_APP_ID"],
-            "metadata_topic": env["COMPOSITE_METADATA_TOPIC"],
-            "subscription_registry_topic": env["SUBSCRIPTION_REGISTRY_TOPIC"],
-            "cosmos_database": env["COSMOS_DATABASE"],
-        }
-    )
+    settings = worker_settings(stack, env)
     topic, subscription, pipeline = f"web-mq-{unique}", f"web-sub-{unique}", f"web-pipe-{unique}"
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
     registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)

@@ -133,3 +133,15 @@ async def drop_database(settings: Settings) -> None:
         logging.getLogger(__name__).warning(
             "could not drop Cosmos database %s: %r", settings.cosmos_database, exc
         )
+
+
+def worker_settings(stack: Settings, env: dict[str, str]) -> Settings:
+    """The settings a test process needs to see what the worker started with `env` sees."""
+    return stack.model_copy(
+        update={
+            "app_id": env["HUBSTREAM_APP_ID"],
+            "metadata_topic": env["COMPOSITE_METADATA_TOPIC"],
+            "subscription_registry_topic": env["SUBSCRIPTION_REGISTRY_TOPIC"],
+            "cosmos_database": env["COSMOS_DATABASE"],
+        }
+    )
