@@ -74,9 +74,8 @@ class CosmosStreamStorage:
         if known_etag is not None:
             # Real Cosmos answers 304 (1 RU, no body); the embedded endpoint returns the body.
             conditions = {"etag": known_etag, "match_condition": MatchConditions.IfModified}
-        body: dict[str, Any] | None
         try:
-            body = await self.container.read_item(
+            body: dict[str, Any] = await self.container.read_item(
                 TIP_ID, partition_key=stream, raw_response_hook=self.stats.hook, **conditions
             )
         except exceptions.CosmosResourceNotFoundError:

@@ -156,8 +156,9 @@ class HubRepository:
                 doc = await self.io.read(self.io.ids, event_id, recipient)
             return None if doc is None else IndexEntry(doc["h"], doc["seq"], doc["tok"], doc["_etag"])
 
-        found = await asyncio.gather(*(entry(i) for i in dict.fromkeys(ids)))
-        return {e_id: e for e_id, e in zip(dict.fromkeys(ids), found, strict=True) if e is not None}
+        unique_ids = list(dict.fromkeys(ids))
+        found = await asyncio.gather(*(entry(i) for i in unique_ids))
+        return {e_id: e for e_id, e in zip(unique_ids, found, strict=True) if e is not None}
 
     async def _write_index(
         self,
