@@ -132,7 +132,7 @@ class Settings(BaseSettings):
 
     @property
     def hub_event_shards(self) -> int:
-        """Containers the hub spreads event documents over (by recipient).
+        """Containers the hub spreads event documents over (a cabinet's drawers over consecutive ones).
 
         The embedded endpoint evaluates a query over every document of its container and builds
         that input in quadratic time, so there events are spread over several small containers.

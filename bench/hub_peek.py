@@ -22,18 +22,20 @@ from typing import Any
 from app.cosmos import open_cosmos
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
+from app.hub.model import CabinetKey, DrawerState
 from app.settings import get_settings
 
 CONNECTION_TIMEOUT_S = 120
 
 
 async def bare_read(
-    hub: MessageHub, actor: str, drawer_ids: list[str], page_size: int
+    hub: MessageHub, actor: str, drawers: list[DrawerState], page_size: int
 ) -> tuple[int, float, int]:
     ledger, _ = await hub.repository._read_ledger(actor)
-    container = hub.repository.io.events(ledger)
 
-    async def read(drawer_id: str) -> tuple[int, int]:
+    async def read(drawer: DrawerState) -> tuple[int, int]:
+        drawer_id = drawer.drawer_id
+        container = hub.repository.io.events(ledger, drawer.cabinet, drawer.ordinal)
         pages = container.query_items(
             "SELECT * FROM c WHERE c.pk = @pk",
             parameters=[{"name": "@pk", "value": drawer_id}],
@@ -47,7 +49,7 @@ async def bare_read(
         return docs, requests
 
     started = time.perf_counter()
-    results = await asyncio.gather(*(read(d) for d in drawer_ids))
+    results = await asyncio.gather(*(read(d) for d in drawers))
     return sum(r[0] for r in results), time.perf_counter() - started, sum(r[1] for r in results)
 
 
@@ -86,11 +88,11 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
 
         ledger, _ = await hub.repository._read_ledger(actor)
         cabinet = next(c for c in ledger_cabinets(ledger) if c.message_type == "E66")
-        drawers = await hub.repository._open_drawers(cabinet, ledger.fence)
-        drawer_ids = [d.drawer_id for d, _ in drawers]
+        drawers = [d for d, _ in await hub.repository._open_drawers(cabinet, ledger.fence)]
+        drawer_ids = [d.drawer_id for d in drawers]
         page_size = settings.hub_read_page_size
 
-        docs, bare_s, bare_requests = await bare_read(hub, actor, drawer_ids, page_size)
+        docs, bare_s, bare_requests = await bare_read(hub, actor, drawers, page_size)
         print(
             f"bare read {docs} documents from {len(drawer_ids)} drawers in {bare_s:.2f} s"
             f" ({bare_requests} requests)"
@@ -146,8 +148,6 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
 
 
 def ledger_cabinets(ledger: Any) -> list[Any]:
-    from app.hub.model import CabinetKey
-
     return [CabinetKey(*value.split("|", 2)) for value in ledger.heads]
 
 

@@ -23,6 +23,7 @@ class DrawerSlice:
     """The part of one drawer a bundle covers, and what the peek saw after it (for Acknowledge)."""
 
     drawer_id: str
+    ordinal: int  # the drawer's place in its cabinet (which event container holds it)
     first_seq: int
     last_seq: int
     next_seq: int | None  # the drawer's next unacknowledged event seen by the peek, if any
@@ -81,11 +82,10 @@ class BundleBuilder:
         self.weight += stored.event.weight
 
     def slices(
-        self, next_seen: Mapping[str, int], drawers: Mapping[str, tuple[DrawerState, str]] | None = None
+        self, next_seen: Mapping[str, int], drawers: Mapping[str, tuple[DrawerState, str]]
     ) -> tuple[DrawerSlice, ...]:
         """Per drawer (in order) the covered range; `next_seen` maps drawer -> first event not taken,
         `drawers` drawer -> (document state, etag) as read by the peek."""
-        known = drawers or {}
         ranges: dict[str, list[int]] = {}
         for stored in self.events:
             bounds = ranges.setdefault(stored.drawer_id, [stored.seq, stored.seq, 0])
@@ -93,6 +93,8 @@ class BundleBuilder:
             bounds[2] += 1
         slices = []
         for drawer, (first, last, count) in ranges.items():
-            seen, etag = known.get(drawer, (None, ""))
-            slices.append(DrawerSlice(drawer, first, last, next_seen.get(drawer), seen, etag, count))
+            seen, etag = drawers[drawer]
+            slices.append(
+                DrawerSlice(drawer, seen.ordinal, first, last, next_seen.get(drawer), seen, etag, count)
+            )
         return tuple(slices)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,6 @@ __all__ = [
     "drawer_from_doc",
     "event_doc",
     "event_from_doc",
-    "event_shard",
     "index_doc",
     "ledger_doc",
     "ledger_from_doc",
@@ -56,7 +54,7 @@ class RequestCounter:
 
 @dataclass
 class HubContainers:
-    event_shards: Sequence[ContainerProxy]  # pk: drawer id; a recipient's events live in one shard
+    event_shards: Sequence[ContainerProxy]  # pk: drawer id; a cabinet's drawers spread over them
     drawers: ContainerProxy  # pk: cabinet key
     catalog: ContainerProxy  # pk: recipient|domain
     ledgers: ContainerProxy  # pk: recipient
@@ -64,17 +62,17 @@ class HubContainers:
     counter: RequestCounter = field(default_factory=RequestCounter)
     write_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
 
-    def events(self, ledger: Ledger) -> ContainerProxy:
-        """The container holding the events of the ledger's recipient."""
-        if ledger.shard >= len(self.event_shards):
+    def events(self, ledger: Ledger, cabinet: CabinetKey, ordinal: int) -> ContainerProxy:
+        """The container holding the events of a drawer (the `ordinal`-th of its cabinet)."""
+        if ledger.containers > len(self.event_shards):
             raise ConfigError(
-                f"the events of {ledger.recipient} are in event container {ledger.shard}, but only"
-                f" {len(self.event_shards)} are configured: HUB_EVENT_CONTAINERS must never shrink"
+                f"the events of {ledger.recipient} spread over {ledger.containers} event containers,"
+                f" but only {len(self.event_shards)} are configured: HUB_EVENT_CONTAINERS must never shrink"
             )
-        return self.event_shards[ledger.shard]
+        return self.event_shards[ledger.drawer_container(cabinet, ordinal)]
 
     def new_ledger(self, recipient: str) -> Ledger:
-        return Ledger(recipient, shard=event_shard(recipient, len(self.event_shards)))
+        return Ledger(recipient, containers=len(self.event_shards))
 
     async def query(
         self,
@@ -207,14 +205,6 @@ class HubContainers:
         return True
 
 
-def event_shard(recipient: str, shards: int) -> int:
-    """A stable shard of the recipient (BLAKE2b), so every process finds its events in one place."""
-    if shards == 1:
-        return 0
-    digest = hashlib.blake2b(recipient.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % shards
-
-
 def event_doc(stored: StoredEvent) -> dict[str, Any]:
     event = stored.event
     return {
@@ -296,7 +286,7 @@ def ledger_doc(ledger: Ledger) -> dict[str, Any]:
         "claims": [[c.token, c.first_seq, c.last_seq, c.lease_until_s] for c in ledger.claims],
         "voids": [list(v) for v in ledger.voids],
         "heads": {cab: [h.drawer_id, h.ordinal, h.used] for cab, h in ledger.heads.items()},
-        "shard": ledger.shard,
+        "containers": ledger.containers,
     }
 
 
@@ -307,5 +297,5 @@ def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
         claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
         voids=tuple((f, last) for f, last in doc["voids"]),
         heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
-        shard=doc.get("shard", 0),  # ledgers written before event shards existed: container 0
+        containers=doc["containers"],
     )

@@ -34,6 +34,7 @@ __all__ = [
     "reconcile_catalog",
     "release",
     "save_into_drawer",
+    "stable_hash",
 ]
 
 
@@ -61,6 +62,11 @@ class CabinetKey:
 
 def catalog_partition(recipient: str, domain: str) -> str:
     return f"{recipient}|{domain}"
+
+
+def stable_hash(text: str) -> int:
+    """The same number for the same text in every process (BLAKE2b; Python's hash() is salted)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def content_hash(event: DataAvailable) -> str:
@@ -113,7 +119,7 @@ class Ledger:
     claims: tuple[Claim, ...] = ()
     voids: tuple[tuple[int, int], ...] = ()
     heads: dict[str, DrawerHead] = field(default_factory=dict)  # by CabinetKey.value
-    shard: int = 0  # the event container holding this recipient's events, fixed at its first save
+    containers: int = 1  # event containers the recipient's drawers spread over, fixed at its first save
 
     @property
     def fence(self) -> int:
@@ -121,6 +127,12 @@ class Ledger:
         if self.claims:
             return min(c.first_seq for c in self.claims) - 1
         return self.next_seq - 1
+
+    def drawer_container(self, cabinet: CabinetKey, ordinal: int) -> int:
+        """The event container of a cabinet's drawer: consecutive drawers go to consecutive containers."""
+        if self.containers == 1:
+            return 0
+        return (stable_hash(cabinet.value) + ordinal) % self.containers
 
     def is_void(self, seq: int) -> bool:
         return any(first <= seq <= last for first, last in self.voids)

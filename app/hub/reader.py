@@ -91,7 +91,7 @@ def _needed(builder: BundleBuilder) -> int:
 
 async def read_cabinet(
     io: HubContainers,
-    container: ContainerProxy,
+    container_of: Callable[[DrawerState], ContainerProxy],
     drawers: Sequence[DrawerState],
     builder: BundleBuilder,
     *,
@@ -101,7 +101,7 @@ async def read_cabinet(
     page_size: int,
 ) -> CabinetRead:
     """Offer the drawers' unacknowledged events (up to the fence) to `builder` in sequence order."""
-    cursors = [_DrawerCursor(d, _events_query(io, container, d, fence, page_size)) for d in drawers]
+    cursors = [_DrawerCursor(d, _events_query(io, container_of(d), d, fence, page_size)) for d in drawers]
     next_seen: dict[str, int] = {}
     try:
         for index, cursor in enumerate(cursors):

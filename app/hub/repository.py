@@ -108,9 +108,11 @@ class HubRepository:
                 return claimed
             plan, allocation, ledger = claimed
             if await self._write_index(recipient, plan.to_place, allocation, index):
-                events_container = self.io.events(ledger)
                 await asyncio.gather(
-                    *(self._write_placement(events_container, p) for p in allocation.placements)
+                    *(
+                        self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p)
+                        for p in allocation.placements
+                    )
                 )
                 await self._release(recipient, allocation.token)
                 return SaveResult(len(plan.to_place), plan.duplicates)
@@ -270,7 +272,7 @@ class HubRepository:
         cabinet, drawers = chosen
         read = await read_cabinet(
             self.io,
-            self.io.events(ledger),
+            lambda drawer: self.io.events(ledger, drawer.cabinet, drawer.ordinal),
             [d for d, _ in drawers],
             builder,
             fence=fence,
@@ -337,7 +339,7 @@ class HubRepository:
         parts = await asyncio.gather(
             *(
                 self.io.query(
-                    self.io.events(ledger),
+                    self.io.events(ledger, ref.cabinet, s.ordinal),
                     sql,
                     s.drawer_id,
                     {"@pk": s.drawer_id, "@first": s.first_seq, "@last": s.last_seq},
@@ -396,7 +398,7 @@ class HubRepository:
         ledger, _ = await self._read_ledger(drawer.cabinet.recipient)
         sql = "SELECT TOP 20 c.seq FROM c WHERE c.pk = @pk AND c.seq > @after ORDER BY c.seq"
         docs = await self.io.query(
-            self.io.events(ledger),
+            self.io.events(ledger, drawer.cabinet, drawer.ordinal),
             sql,
             drawer.drawer_id,
             {"@pk": drawer.drawer_id, "@after": seq},
@@ -418,13 +420,13 @@ class HubRepository:
             *(self.io.query(self.io.drawers, drawer_sql, c.value, {"@pk": c.value}) for c in cabinets)
         )
         seq_sql = "SELECT VALUE c.seq FROM c WHERE c.pk = @pk AND c.seq > @after"
-        events = self.io.events(ledger)
 
         async def visible(doc: dict[str, Any]) -> int:
             drawer = drawer_from_doc(doc)
             if drawer.used <= drawer.acked:
                 return 0
             params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq}
+            events = self.io.events(ledger, drawer.cabinet, drawer.ordinal)
             seqs: list[Any] = await self.io.query(events, seq_sql, drawer.drawer_id, params)  # VALUE: ints
             return sum(1 for seq in map(int, seqs) if seq <= ledger.fence and not ledger.is_void(seq))
 

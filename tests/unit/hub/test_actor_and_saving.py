@@ -28,7 +28,7 @@ def ref(domain: str = "timeseries", bundle_id: str | None = None) -> BundleRef:
     return BundleRef(
         bundle_id or str(uuid.uuid4()),
         CabinetKey("r", domain, "mt"),
-        (DrawerSlice("d", 1, 2, None),),
+        (DrawerSlice("d", 0, 1, 2, None),),
         2,
         2048,
     )

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from app.dataavailable import MAX_WEIGHT_BYTES, DataAvailable
 from app.hub.bundling import BundleBuilder
-from app.hub.model import StoredEvent
+from app.hub.model import CabinetKey, DrawerState, StoredEvent
 
 MB = 1024 * 1024
 
@@ -48,10 +48,14 @@ def test_slices_per_drawer_with_what_the_peek_saw_next() -> None:
     builder = BundleBuilder()
     for e in [stored(1, drawer="a"), stored(2, drawer="a"), stored(5, drawer="b")]:
         builder.offer(e)
-    slices = builder.slices({"b": 6})
-    assert [(s.drawer_id, s.first_seq, s.last_seq, s.next_seq, s.count) for s in slices] == [
-        ("a", 1, 2, None, 2),
-        ("b", 5, 5, 6, 1),
+    cabinet = CabinetKey("r", "d", "mt")
+    seen = {"a": (DrawerState("a", cabinet, 0), "etag-a"), "b": (DrawerState("b", cabinet, 1), "etag-b")}
+    slices = builder.slices({"b": 6}, seen)
+    assert [
+        (s.drawer_id, s.ordinal, s.first_seq, s.last_seq, s.next_seq, s.count, s.etag) for s in slices
+    ] == [
+        ("a", 0, 1, 2, None, 2, "etag-a"),
+        ("b", 1, 5, 5, 6, 1, "etag-b"),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Event container shards: a recipient's shard is stable, in range, and fixed in its ledger."""
+"""Event containers: a cabinet's consecutive drawers go to distinct containers, fixed in the ledger."""
 
 from __future__ import annotations
 
@@ -9,34 +9,49 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.errors import ConfigError
-from app.hub.cosmos_io import HubContainers, event_shard, ledger_doc, ledger_from_doc
-from app.hub.model import Ledger
+from app.hub.cosmos_io import HubContainers, ledger_doc, ledger_from_doc
+from app.hub.model import CabinetKey, Ledger
+
+cabinets = st.builds(CabinetKey, st.text(min_size=1, max_size=20), st.text(max_size=10), st.text(max_size=10))
 
 
-@given(st.text(min_size=1, max_size=40), st.integers(min_value=1, max_value=256))
-def test_a_recipient_always_maps_to_the_same_shard_in_range(recipient: str, shards: int) -> None:
-    shard = event_shard(recipient, shards)
-    assert 0 <= shard < shards
-    assert shard == event_shard(recipient, shards)
+@given(cabinets, st.integers(min_value=1, max_value=256), st.integers(min_value=0, max_value=10_000))
+def test_a_drawer_always_maps_to_the_same_container_in_range(
+    cabinet: CabinetKey, containers: int, ordinal: int
+) -> None:
+    ledger = Ledger("r", containers=containers)
+    container = ledger.drawer_container(cabinet, ordinal)
+    assert 0 <= container < containers
+    assert container == Ledger("r", containers=containers).drawer_container(cabinet, ordinal)
 
 
-def test_recipients_spread_over_the_shards() -> None:
-    used = {event_shard(f"57900000{i:05d}", 64) for i in range(1000)}
+@given(cabinets, st.integers(min_value=1, max_value=64), st.integers(min_value=0, max_value=1000))
+def test_consecutive_drawers_of_a_cabinet_use_distinct_containers(
+    cabinet: CabinetKey, containers: int, first: int
+) -> None:
+    """So a peek reading up to `containers` drawers in parallel reads as many small containers."""
+    ledger = Ledger("r", containers=containers)
+    used = {ledger.drawer_container(cabinet, first + i) for i in range(containers)}
+    assert len(used) == containers
+
+
+def test_first_drawers_of_cabinets_spread_over_the_containers() -> None:
+    ledger = Ledger("r", containers=64)
+    used = {ledger.drawer_container(CabinetKey(f"57900000{i:05d}", "d", "mt"), 0) for i in range(1000)}
     assert len(used) == 64
 
 
-def test_the_ledger_keeps_its_shard_and_old_ledgers_read_as_shard_zero() -> None:
-    ledger = Ledger("r", next_seq=7, shard=13)
+def test_the_ledger_keeps_its_container_count() -> None:
+    ledger = Ledger("r", next_seq=7, containers=13)
     assert ledger_from_doc(ledger_doc(ledger)) == ledger
-    old = ledger_doc(Ledger("r"))
-    del old["shard"]
-    assert ledger_from_doc(old).shard == 0
 
 
 def test_fewer_containers_than_a_ledger_needs_is_a_clear_configuration_error() -> None:
     containers = cast(list[Any], ["events", "events-1"])
     io = HubContainers(containers, *cast(list[Any], [None] * 4))
-    assert io.events(Ledger("r", shard=1)) == "events-1"
-    assert io.new_ledger("r").shard == event_shard("r", 2)
+    cabinet = CabinetKey("r", "d", "mt")
+    ledger = io.new_ledger("r")
+    assert ledger.containers == 2
+    assert {io.events(ledger, cabinet, 0), io.events(ledger, cabinet, 1)} == {"events", "events-1"}
     with pytest.raises(ConfigError, match="HUB_EVENT_CONTAINERS must never shrink"):
-        io.events(Ledger("r", shard=5))
+        io.events(Ledger("r", containers=5), cabinet, 0)
