@@ -22,27 +22,13 @@ import orjson
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings, get_settings
+from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.runner import ShardRunner
-from app.subscription.state import GroupState
 
 PARTITIONS = 4
 GROUPS = 1000
-
-
-class MemoryStates:
-    def __init__(self) -> None:
-        self.states: dict[str, GroupState] = {}
-
-    def get(self, group_id: str) -> GroupState | None:
-        return self.states.get(group_id)
-
-    def put(self, group_id: str, state: GroupState) -> None:
-        self.states[group_id] = state
-
-    async def flush(self) -> None:
-        return None
 
 
 class Clock:

@@ -13,23 +13,9 @@ from contextlib import asynccontextmanager
 from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription.endpoints import BatchSink, Endpoint
+from app.subscription.memory import MemoryStates
 from app.subscription.model import Subscription
 from app.subscription.runner import ShardRunner
-from app.subscription.state import GroupState
-
-
-class MemoryStates:
-    def __init__(self) -> None:
-        self.states: dict[str, GroupState] = {}
-
-    def get(self, group_id: str) -> GroupState | None:
-        return self.states.get(group_id)
-
-    def put(self, group_id: str, state: GroupState) -> None:
-        self.states[group_id] = state
-
-    async def flush(self) -> None:
-        return None
 
 
 @asynccontextmanager
