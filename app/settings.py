@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr
@@ -34,6 +35,20 @@ class MysqlTarget:
 
     def redacted(self) -> str:
         return f"mysql://{self.user}@{self.host}:{self.port}/{self.database}"
+
+    def connect_args(self, *, database: str | None = None, **options: Any) -> dict[str, Any]:
+        """Keyword arguments for pymysql.connect: this server, `database` ('' for none), utf8mb4."""
+        args: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+            "charset": "utf8mb4",
+        }
+        chosen = self.database if database is None else database
+        if chosen:
+            args["database"] = chosen
+        return args | options
 
 
 class Settings(BaseSettings):

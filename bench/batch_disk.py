@@ -117,9 +117,7 @@ CREATE TABLE batch_item_groups (
 def carlyle_sizes(items: int, rng: random.Random) -> dict[str, float]:
     target = get_settings().mysql
     database = f"bench_batch_{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(
-        host=target.host, port=target.port, user=target.user, password=target.password, autocommit=True
-    )
+    conn = pymysql.connect(**target.connect_args(database="", autocommit=True))
     try:
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {database}")

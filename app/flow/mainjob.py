@@ -103,14 +103,7 @@ def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
 
 
 def _mysql(settings: Settings) -> Any:
-    target = settings.mysql
-    return pymysql.connect(
-        host=target.host,
-        port=target.port,
-        user=target.user,
-        password=target.password,
-        database=target.database,
-    )
+    return pymysql.connect(**settings.mysql.connect_args())
 
 
 def _mysql_rows(settings: Settings, batch_id: str | None = None) -> int:

@@ -130,9 +130,7 @@ def cosmos_process(settings: Settings) -> ManagedProcess:
 def ensure_mysql_database(settings: Settings) -> str:
     target = settings.mysql
     try:
-        conn = pymysql.connect(
-            host=target.host, port=target.port, user=target.user, password=target.password, connect_timeout=5
-        )
+        conn = pymysql.connect(**target.connect_args(database="", connect_timeout=5))
     except pymysql.MySQLError as exc:
         raise ServiceUnreachable(
             f"MySQL at {target.redacted()} does not answer ({exc.args[-1] if exc.args else exc}); "

@@ -12,9 +12,6 @@ from app.settings import Settings
 
 @pytest.fixture
 def mysql(stack: Settings) -> Iterator[pymysql.connections.Connection]:  # type: ignore[type-arg]
-    t = stack.mysql
-    conn = pymysql.connect(
-        host=t.host, port=t.port, user=t.user, password=t.password, database=t.database, autocommit=True
-    )
+    conn = pymysql.connect(**stack.mysql.connect_args(autocommit=True))
     yield conn
     conn.close()
