@@ -4,7 +4,9 @@ hubstream: the pipeline engine with its real adapters, in this process: the comp
 the Kafka commit log (append, then a cursor per writer), the MySQL bulk writer (multi-row
 INSERT ... ON DUPLICATE KEY UPDATE, one transaction per batch) and the offset flush to the control
 topic every second. Timed from the engine's start until the writer confirmed the last row
-(Faust app start-up is not included). The rows are produced to the composite topic beforehand.
+(Faust app start-up is not included; like the pipeline process, the bench calls
+`freeze_startup_heap` just before the engine starts). The rows are produced to the composite topic
+beforehand.
 Baseline: the same rows as tuples, `cursor.executemany("INSERT INTO t (...) VALUES (...)", chunk)`
 and a commit per chunk of the same batch size, into an identical table.
 Usage: .venv/bin/python bench/pipeline_mysql.py [--rows 50000] [--batch-size 1000] [--profile]
@@ -28,6 +30,7 @@ from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog
 from app.pipeline.readers import CompositeSource
+from app.pipeline.service import freeze_startup_heap
 from app.pipeline.state import ControlChannel, KafkaStateStore
 from app.pipeline.writers import MysqlSink
 from app.settings import Settings, get_settings
@@ -105,6 +108,7 @@ async def run_pipeline(
         batch_wait_s=0.2,
         flush_interval_s=settings.offset_flush_interval_s,
     )
+    freeze_startup_heap()  # as PipelineHost.run does
     start = time.perf_counter()
     await runtime.start()
     slot = runtime.slots["db"]

@@ -26,6 +26,10 @@ class NamespaceFilter:
         # The catch-all filter (the default) passes everything without running the regex.
         object.__setattr__(self, "_search", None if self.pattern in {".*", ""} else compiled.search)
 
+    @property
+    def passes_all(self) -> bool:
+        return self._search is None
+
     def __call__(self, message: Message) -> Message | None:
         if self._search is None or self._search(message.namespace):
             return message
@@ -53,6 +57,12 @@ class Branch:
 
     writer: str
     steps: tuple[Step, ...] = (NamespaceFilter(),)
+    # Only catch-all filters and no transforms: every message reaches the writer unchanged.
+    passes_all: bool = field(init=False, repr=False, compare=False, default=False)
+
+    def __post_init__(self) -> None:
+        passes_all = all(isinstance(s, NamespaceFilter) and s.passes_all for s in self.steps)
+        object.__setattr__(self, "passes_all", passes_all)
 
     def apply(self, message: Message) -> Message | None:
         """The message the writer receives, or None when a step filtered or dropped it (counts as acked)."""

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.pipeline.bulk import Bulk, Sending, prepare_bulk
 from app.pipeline.chain import Branch
 from app.pipeline.errors import UnknownWriter
 from app.pipeline.model import LogEntry, NewEntry, entry_text
@@ -248,48 +250,47 @@ class PipelineRuntime:
     async def _run_writer(self, slot: WriterSlot) -> None:
         cursor = self.log.cursor(slot.state.next_offset)
         fetching: asyncio.Task[list[LogEntry]] | None = None
+        sending = Sending(slot.sink, functools.partial(self._confirmed, slot))
         try:
             if slot.state.failed is not None and not await self._replay(slot, cursor):
                 return
-            # The next batch is read while the sink writes this one; an unwritten batch is simply
-            # read again from the writer's offset next time.
+            # The next batch is read and prepared while the sink writes; the offset moves past a bulk
+            # only once it is confirmed, oldest first. An unconfirmed bulk is read again next time.
             fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
             while not self.flags.stopping:
                 batch = await fetching
                 fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
-                if batch and not await self._write_bulk(slot, batch):
+                if batch:
+                    bulk = await prepare_bulk(slot.branch, slot.sink, batch)
+                    if not await sending.send(bulk):
+                        return
+                elif sending.failed():
                     return
+            await sending.drain()
         finally:
             if fetching is not None and not fetching.done():
                 fetching.cancel()
                 await asyncio.gather(fetching, return_exceptions=True)
+            await sending.cancel()
             await cursor.close()
 
     async def _write_bulk(self, slot: WriterSlot, batch: list[LogEntry]) -> bool:
-        namespaces: dict[str, int] = {}
-        try:
-            outgoing = []
-            for entry in batch:
-                namespaces[entry.key] = entry.offset
-                if entry.is_command:
-                    continue
-                message = slot.branch.apply(entry.value)
-                if message is not None:
-                    outgoing.append(message)
-            if outgoing:
-                await slot.sink.write(outgoing)
-        except Exception as exc:
-            first, last = batch[0].offset, batch[-1].offset
-            slot.state = slot.state.bulk_failed(first, last, describe(exc))
+        sending = Sending(slot.sink, functools.partial(self._confirmed, slot))
+        return await sending.send(await prepare_bulk(slot.branch, slot.sink, batch)) and await sending.drain()
+
+    async def _confirmed(self, slot: WriterSlot, bulk: Bulk, error: Exception | None) -> bool:
+        """The offset moves past a confirmed bulk; a failed one stops the writer and is replayed later."""
+        if error is not None:
+            slot.state = slot.state.bulk_failed(bulk.first, bulk.last, describe(error))
             self._stopped(
                 slot,
-                f"writer {slot.name}: bulk write of {self.name} log offsets {first}-{last} failed; "
-                f"stopped at offset={slot.state.offset}: {describe(exc)}",
+                f"writer {slot.name}: bulk write of {self.name} log offsets {bulk.first}-{bulk.last} "
+                f"failed; stopped at offset={slot.state.offset}: {describe(error)}",
             )
             await self.flush(force=False)
             return False
-        slot.received += len(outgoing)
-        slot.state = slot.state.confirmed(batch[-1].offset, namespaces.items())
+        slot.received += bulk.count
+        slot.state = slot.state.confirmed(bulk.last, bulk.namespaces.items())
         self.flags.dirty = True
         return True
 

@@ -39,7 +39,11 @@ class Mode(enum.IntEnum):
     COMPLETE = 2
 
 
-@dataclass(frozen=True, slots=True)
+# Message and LogEntry are values (never changed once built), but not frozen dataclasses: the commit-log
+# cursor builds one of each per entry, and a frozen __init__ costs three times a plain one.
+
+
+@dataclass(slots=True)
 class Message:
     op: Op
     timestamp_ms: int
@@ -60,7 +64,7 @@ class NewEntry:
     doc_key: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LogEntry:
     offset: int
     timestamp_ms: int

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from app.pipeline.model import LogEntry, Message, NewEntry
 from app.pipeline.offsets import ReaderState, WriterState
 
-__all__ = ["CommitLog", "Cursor", "Sink", "Source", "StateStore"]
+__all__ = ["CommitLog", "Cursor", "PipelinedSink", "Sink", "Source", "StateStore"]
 
 
 class Cursor(Protocol):
@@ -43,6 +43,21 @@ class Sink(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class PipelinedSink(Sink, Protocol):
+    """A sink that takes the next bulk while it still writes the previous one: `prepare` does the work
+    without side effects (e.g. building SQL); `write_prepared` calls are written one at a time in the
+    order they were made, and once one of a `stream` failed, its later ones fail without writing."""
+
+    async def prepare(self, messages: Sequence[Message]) -> Any:
+        """The batch made ready to write; changes nothing in the target."""
+        ...
+
+    async def write_prepared(self, prepared: Any, stream: object) -> None:
+        """Bulk write of a prepared batch, with the guarantees of `write`."""
+        ...
 
 
 class Source(Protocol):

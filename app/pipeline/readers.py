@@ -196,7 +196,7 @@ class MysqlSource(_Threaded):
         return [r["COLUMN_NAME"] for r in rows]
 
     async def _copy(self, spec: dict[str, Any], state: ReaderState) -> AsyncIterator[list[NewEntry]]:
-        from app.pipeline.writers import ident
+        from app.pipeline.sql import ident
 
         table, ns = ident(spec["name"]), self.namespace(spec["name"])
         pk = await self._primary_key(spec)
@@ -233,7 +233,7 @@ class MysqlSource(_Threaded):
         yield [_command(ns, Mode.COMPLETE, done, {"pk": last, "sync_col": sync_from, "sync_pk": None})]
 
     async def _sync_once(self, spec: dict[str, Any], position: dict[str, Any]) -> list[NewEntry]:
-        from app.pipeline.writers import ident
+        from app.pipeline.sql import ident
 
         table, ns, column = ident(spec["name"]), self.namespace(spec["name"]), spec["sync_column"]
         pk = await self._primary_key(spec)

@@ -4,6 +4,7 @@ body), then starts the engine from the recovered offsets (the app task), and sto
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, wr
 from app.pipeline.writers import build_sink
 from app.settings import Settings
 
-__all__ = ["PipelineHost", "ensure_topics"]
+__all__ = ["PipelineHost", "ensure_topics", "freeze_startup_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,15 @@ log = logging.getLogger(__name__)
 def ensure_topics(settings: Settings, topics: PipelineTopics) -> None:
     KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic()
     KafkaAdmin(settings.bootstrap).create([TopicSpec(topics.control, 1)])
+
+
+def freeze_startup_heap() -> None:
+    """Takes what lives when the engine starts (modules, the app, settings) out of the cyclic garbage
+    collector's scans. The engine allocates a few objects per log entry, and the full collections that
+    triggers would otherwise rescan that whole heap (about a tenth of the writer's CPU in
+    bench/pipeline_mysql.py)."""
+    gc.collect()
+    gc.freeze()
 
 
 class PipelineHost:
@@ -137,6 +147,7 @@ class PipelineHost:
             flush_interval_s=definition.flush_interval_s or self.settings.offset_flush_interval_s,
             restart_after_s=definition.restart_after_s,
         )
+        freeze_startup_heap()
         await runtime.start()
         self.runtime = runtime
         log.info(

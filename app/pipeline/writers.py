@@ -1,36 +1,48 @@
 """Sinks (bulk writers): MySQL multi-row upsert, Cosmos DB upsert by id, Kafka topic, JSON-lines file.
 
 Each `write` returns only after the target confirmed the whole batch and raises WriteFailed otherwise;
-the engine advances the writer's offset only after that.
+the engine advances the writer's offset only after that. The MySQL sink also prepares a batch's
+statements (`prepare`) while the connection is still confirming the previous batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
+import pymysql
+from pymysql.constants.CR import CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED
+from pymysql.constants.SERVER_STATUS import SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
 from app.pipeline.errors import InvalidDefinition, WriteFailed
 from app.pipeline.model import Message, Op
+from app.pipeline.sql import ident, row_values, upsert_statements
 from app.settings import Settings
 
-__all__ = ["CosmosSink", "JsonlSink", "KafkaSink", "MysqlSink", "build_sink", "message_json", "sql_literal"]
+__all__ = [
+    "CosmosSink",
+    "JsonlSink",
+    "KafkaSink",
+    "MysqlBulk",
+    "MysqlSink",
+    "build_sink",
+    "message_json",
+]
 
-_IDENT = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-
-def ident(name: str) -> str:
-    if not _IDENT.match(name):
-        raise WriteFailed(f"{name!r} is not a valid MySQL identifier")
-    return f"`{name}`"
+# pymysql client errors for a connection the server closed (idle timeout, restart): the bulk is
+# written again once on a new connection (an upsert or delete written twice leaves the same rows).
+CONNECTION_LOST = frozenset({CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED})
 
 
 def message_json(message: Message) -> dict[str, Any]:
@@ -43,36 +55,12 @@ def message_json(message: Message) -> dict[str, Any]:
 
 
 _PLAIN_SQL_TYPES = (str, int, float, bool, Decimal, bytes)
-# A multi-row statement is cut at this many characters (<= 1 MiB of utf-8 even at 4 bytes a char,
-# far below MariaDB's max_allowed_packet).
-MAX_STATEMENT_CHARS = 256 * 1024
 
 
 def _sql_value(value: Any) -> Any:
     if value is None or isinstance(value, _PLAIN_SQL_TYPES):
         return value
     return orjson.dumps(value, default=str).decode()
-
-
-def sql_literal(escape: Callable[[Any], str]) -> Callable[[Any], str]:
-    """A value as an SQL literal through the connection's `escape` (quotes strings, hex for bytes);
-    ints, None and bools directly (the hot path); values that are not plain, as their JSON text."""
-
-    def convert(value: Any) -> str:
-        kind = type(value)
-        if kind is str:
-            return escape(value)
-        if kind is int:
-            return str(value)
-        if value is None:
-            return "NULL"
-        if kind is bool:
-            return "1" if value else "0"
-        if isinstance(value, _PLAIN_SQL_TYPES):
-            return escape(value)
-        return escape(orjson.dumps(value, default=str).decode())
-
-    return convert
 
 
 class _Threaded:
@@ -88,12 +76,31 @@ class _Threaded:
         self._executor.shutdown(wait=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One statement of a bulk: `sql` alone, or `sql` with %s placeholders run once per row of `rows`."""
+
+    sql: str
+    rows: list[list[Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlBulk:
+    """A batch with its statements, escaped for one quoting mode of the server (None: not built yet)."""
+
+    messages: Sequence[Message]
+    backslash_escapes: bool | None = None
+    steps: tuple[_Step, ...] = ()
+
+
 class MysqlSink(_Threaded):
     """INSERT ... VALUES (...),(...) ON DUPLICATE KEY UPDATE in one transaction per bulk write;
-    deletes by the `key` columns. Columns come from `columns` or from each message's data."""
+    deletes by the `key` columns. Columns come from `columns` or from each message's data.
+    Statements are built in their own thread (`prepare`), the connection is used by the sink's thread."""
 
     def __init__(self, settings: Settings, options: Mapping[str, Any]) -> None:
         super().__init__("sink-mysql")
+        self._builder = ThreadPoolExecutor(1, thread_name_prefix="sink-mysql-prepare")
         target = settings.mysql
         self.database = str(options.get("database") or target.database)
         self.table = f"{ident(self.database)}.{ident(str(options['table']))}"
@@ -104,78 +111,114 @@ class MysqlSink(_Threaded):
             "port": target.port,
             "user": target.user,
             "password": target.password,
-            "autocommit": False,
+            "autocommit": True,  # a bulk of one statement is its own transaction: one round trip
             "charset": "utf8mb4",
         }
         self._conn: Any = None
+        self._backslash_escapes: bool | None = None  # the server's quoting mode, once connected
+        self._failed_stream: object = None  # the stream of the last bulk write that failed
 
     def _connection(self) -> Any:
-        import pymysql
-
-        if self._conn is None:
+        if self._conn is None or not self._conn.open:
             self._conn = pymysql.connect(**self._connect_args)
-        else:
-            self._conn.ping(reconnect=True)
+        status = int(self._conn.server_status)
+        self._backslash_escapes = not status & SERVER_STATUS_NO_BACKSLASH_ESCAPES
         return self._conn
 
-    def _upsert_statements(
-        self, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], convert: Callable[[Any], str]
-    ) -> Iterator[str]:
-        """INSERT ... VALUES (...),(...) ON DUPLICATE KEY UPDATE, built here (pymysql's executemany
-        escapes through its generic per-value dispatch, which costs more than the database round trip)."""
-        names = [ident(c) for c in columns]
-        head = f"INSERT INTO {self.table} ({', '.join(names)}) VALUES "
-        updates = ", ".join(
-            f"{n}=VALUES({n})" for c, n in zip(columns, names, strict=True) if c not in self.key
-        )
-        tail = f" ON DUPLICATE KEY UPDATE {updates or f'{names[0]}={names[0]}'}"
-        values: list[str] = []
-        size = 0
-        for data in rows:
-            value = "(" + ",".join([convert(data.get(c)) for c in columns]) + ")"
-            values.append(value)
-            size += len(value) + 1
-            if size >= MAX_STATEMENT_CHARS:
-                yield head + ",".join(values) + tail
-                values, size = [], 0
-        if values:
-            yield head + ",".join(values) + tail
+    def _build(self, messages: Sequence[Message], backslash_escapes: bool | None) -> MysqlBulk:
+        """The statements of a bulk write, in message order: consecutive deletes as one DELETE run,
+        consecutive upserts as multi-row upserts per set of columns."""
+        if backslash_escapes is None:
+            return MysqlBulk(messages)
+        steps: list[_Step] = []
+        for deleting, run in _runs(messages):
+            if deleting:
+                steps.append(self._delete_step(run))
+            else:
+                steps.extend(self._upsert_steps(run, backslash_escapes))
+        return MysqlBulk(messages, backslash_escapes, tuple(steps))
 
-    def _write_blocking(self, messages: Sequence[Message]) -> None:
-        import pymysql
+    def _delete_step(self, run: list[Message]) -> _Step:
+        where = " AND ".join(f"{ident(k)}=%s" for k in self.key)
+        keys = [[_sql_value(m.data.get(k)) for k in self.key] for m in run]
+        return _Step(f"DELETE FROM {self.table} WHERE {where}", keys)
 
-        try:
-            conn = self._connection()
-            convert = sql_literal(conn.escape)
-            with conn.cursor() as cursor:
-                for deleting, run in _runs(messages):
-                    if deleting:
-                        where = " AND ".join(f"{ident(k)}=%s" for k in self.key)
-                        keys = [[_sql_value(m.data.get(k)) for k in self.key] for m in run]
-                        cursor.executemany(f"DELETE FROM {self.table} WHERE {where}", keys)
-                        continue
-                    by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-                    fixed = tuple(self.columns) if self.columns else None
-                    for m in run:
-                        by_columns.setdefault(fixed or tuple(m.data), []).append(m.data)
-                    for columns, rows in by_columns.items():
-                        for statement in self._upsert_statements(columns, rows, convert):
-                            cursor.execute(statement)
+    def _upsert_steps(self, run: list[Message], backslash_escapes: bool) -> Iterator[_Step]:
+        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+        if self.columns:
+            by_columns[tuple(self.columns)] = [m.data for m in run]
+        else:
+            for m in run:
+                by_columns.setdefault(tuple(m.data), []).append(m.data)
+        for columns, rows in by_columns.items():
+            values = row_values(columns, rows, backslash_escapes)
+            for sql in upsert_statements(self.table, self.key, columns, values):
+                yield _Step(sql)
+
+    def _transaction(self, bulk: MysqlBulk) -> None:
+        conn = self._connection()
+        if bulk.backslash_escapes != self._backslash_escapes:  # not built yet, or the mode changed
+            bulk = self._build(bulk.messages, self._backslash_escapes)
+        with conn.cursor() as cursor:
+            if len(bulk.steps) == 1 and bulk.steps[0].rows is None:
+                cursor.execute(bulk.steps[0].sql)  # committed when the server answers
+                return
+            conn.begin()
+            for step in bulk.steps:
+                if step.rows is None:
+                    cursor.execute(step.sql)
+                else:
+                    cursor.executemany(step.sql, step.rows)
             conn.commit()
+
+    def _write_blocking(self, bulk: MysqlBulk) -> None:
+        try:
+            try:
+                self._transaction(bulk)
+            except pymysql.OperationalError as exc:
+                if exc.args[0] not in CONNECTION_LOST:
+                    raise
+                log.warning("MySQL %s: connection lost (%s), writing the bulk again", self.table, exc)
+                self._discard()
+                self._transaction(bulk)
         except pymysql.MySQLError as exc:
             if self._conn is not None:
                 try:
                     self._conn.rollback()
                 except pymysql.MySQLError:
-                    self._conn = None
+                    self._discard()
             raise WriteFailed(f"MySQL {self.table}: {exc}") from exc
 
+    def _discard(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and conn.open:
+            conn.close()
+
+    async def prepare(self, messages: Sequence[Message]) -> MysqlBulk:
+        """The statements for the server's quoting mode (known once connected), built in their thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._builder, self._build, messages, self._backslash_escapes)
+
+    async def write_prepared(self, prepared: MysqlBulk, stream: object = None) -> None:
+        """Written after the writes already made (one thread), unless one of the same stream failed."""
+        await self._run(self._write_in_stream, prepared, stream)
+
     async def write(self, messages: Sequence[Message]) -> None:
-        await self._run(self._write_blocking, messages)
+        await self.write_prepared(MysqlBulk(messages))
+
+    def _write_in_stream(self, bulk: MysqlBulk, stream: object) -> None:
+        if stream is not None and stream is self._failed_stream:
+            raise WriteFailed(f"MySQL {self.table}: not written, an earlier bulk write failed")
+        try:
+            self._write_blocking(bulk)
+        except Exception:
+            self._failed_stream = stream
+            raise
 
     async def close(self) -> None:
         if self._conn is not None:
-            await self._run(self._conn.close)
+            await self._run(self._discard)
+        self._builder.shutdown(wait=False)
         self._shutdown()
 
 

@@ -1,0 +1,119 @@
+"""A writer's bulks between the commit log and its sink: what the branch passes, prepared by the sink,
+then written, at most `depth` at a time and confirmed oldest first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.pipeline.chain import Branch
+from app.pipeline.model import LogEntry, Message
+from app.pipeline.ports import PipelinedSink, Sink
+
+__all__ = ["Bulk", "Sending", "outgoing", "prepare_bulk"]
+
+
+@dataclass
+class Bulk:
+    """One batch of a writer: its log entries and the sink's prepared form of what the branch passed."""
+
+    first: int  # log offsets of the batch
+    last: int
+    namespaces: dict[str, int]  # each namespace's last offset in the batch
+    count: int = 0  # messages the branch passed
+    prepared: Any = None
+    error: Exception | None = None  # the branch or the sink's prepare failed: the bulk fails when sent
+
+
+def outgoing(branch: Branch, batch: list[LogEntry]) -> list[Message]:
+    """The messages the branch passes (commands are acknowledged without writing)."""
+    if branch.passes_all:
+        return [entry.value for entry in batch if not entry.is_command]
+    out = []
+    for entry in batch:
+        if not entry.is_command:
+            message = branch.apply(entry.value)
+            if message is not None:
+                out.append(message)
+    return out
+
+
+async def prepare_bulk(branch: Branch, sink: Sink, batch: list[LogEntry]) -> Bulk:
+    bulk = Bulk(batch[0].offset, batch[-1].offset, {entry.key: entry.offset for entry in batch})
+    try:
+        messages = outgoing(branch, batch)
+        bulk.count = len(messages)
+        if messages:
+            bulk.prepared = await sink.prepare(messages) if isinstance(sink, PipelinedSink) else messages
+    except Exception as exc:
+        bulk.error = exc
+    return bulk
+
+
+async def _write(sink: Sink, bulk: Bulk, stream: object) -> None:
+    if bulk.error is not None:
+        raise bulk.error
+    if not bulk.count:
+        return
+    if isinstance(sink, PipelinedSink):
+        await sink.write_prepared(bulk.prepared, stream)
+    else:
+        await sink.write(bulk.prepared)
+
+
+class Sending:
+    """Bulks handed to a sink, confirmed oldest first as their writes finish (`confirm` moves the
+    writer's offset). A PipelinedSink gets the next bulk while it still writes the previous one (it
+    writes them in order, and not at all once an earlier one failed), so its target never waits for
+    the engine; any other sink gets a bulk only once the previous one is confirmed."""
+
+    def __init__(self, sink: Sink, confirm: Callable[[Bulk, Exception | None], Awaitable[bool]]) -> None:
+        self.sink = sink
+        self.depth = 2 if isinstance(sink, PipelinedSink) else 1
+        self._confirm = confirm
+        self._writes: deque[asyncio.Task[bool]] = deque()
+        self._stream = object()  # once one of its bulks failed, the sink writes none of the later ones
+
+    async def send(self, bulk: Bulk) -> bool:
+        """Hands the bulk over once there is room; False when an earlier bulk failed (the writer stops)."""
+        while self._writes and (len(self._writes) >= self.depth or self._writes[0].done()):
+            if not await self._writes.popleft():
+                return False
+        previous = self._writes[-1] if self._writes else None
+        self._writes.append(asyncio.create_task(self._deliver(bulk, previous)))
+        return True
+
+    def failed(self) -> bool:
+        """Forgets the confirmed bulks; True when one failed."""
+        while self._writes and self._writes[0].done():
+            if not self._writes.popleft().result():
+                return True
+        return False
+
+    async def drain(self) -> bool:
+        """Waits for every bulk; False when one failed."""
+        while self._writes:
+            if not await self._writes.popleft():
+                return False
+        return True
+
+    async def _deliver(self, bulk: Bulk, previous: asyncio.Task[bool] | None) -> bool:
+        error: Exception | None = None
+        try:
+            await _write(self.sink, bulk, self._stream)
+        except Exception as exc:
+            error = exc
+        if previous is not None and not await previous:
+            return False  # an earlier bulk failed: the writer stopped at it
+        return await self._confirm(bulk, error)
+
+    async def cancel(self) -> None:
+        """Stops waiting for every bulk (a write already running in a sink still finishes)."""
+        tasks = list(self._writes)
+        self._writes.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
