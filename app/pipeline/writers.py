@@ -106,14 +106,8 @@ class MysqlSink(_Threaded):
         self.table = f"{ident(self.database)}.{ident(str(options['table']))}"
         self.key = [str(k) for k in options.get("key", ["id"])]
         self.columns = [str(c) for c in options["columns"]] if options.get("columns") else None
-        self._connect_args: dict[str, Any] = {
-            "host": target.host,
-            "port": target.port,
-            "user": target.user,
-            "password": target.password,
-            "autocommit": True,  # a bulk of one statement is its own transaction: one round trip
-            "charset": "utf8mb4",
-        }
+        # autocommit: a bulk of one statement is its own transaction (one round trip)
+        self._connect_args = target.connect_args(database="", autocommit=True)
         self._conn: Any = None
         self._backslash_escapes: bool | None = None  # the server's quoting mode, once connected
         self._failed_stream: object = None  # the stream of the last bulk write that failed
