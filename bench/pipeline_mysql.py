@@ -9,16 +9,21 @@ topic every second. Timed from the engine's start until the writer confirmed the
 beforehand.
 Baseline: the same rows as tuples, `cursor.executemany("INSERT INTO t (...) VALUES (...)", chunk)`
 and a commit per chunk of the same batch size, into an identical table.
-Usage: .venv/bin/python bench/pipeline_mysql.py [--rows 50000] [--batch-size 1000] [--profile]
+Each side takes a few seconds at 200,000 rows, so the machine's noise is large: the bench runs
+`--rounds` alternating baseline/writer pairs (each into a fresh table) and compares the medians.
+Usage: .venv/bin/python bench/pipeline_mysql.py [--rows 50000] [--batch-size 1000] [--rounds 5] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import statistics
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -58,16 +63,7 @@ def make_rows(count: int, suffix: str) -> list[dict[str, Any]]:
 
 
 def connect(settings: Settings) -> Any:
-    target = settings.mysql
-    return pymysql.connect(
-        host=target.host,
-        port=target.port,
-        user=target.user,
-        password=target.password,
-        database=target.database,
-        autocommit=False,
-        charset="utf8mb4",
-    )
+    return pymysql.connect(**settings.mysql.connect_args(autocommit=False))
 
 
 def run_baseline(settings: Settings, table: str, rows: list[dict[str, Any]], batch_size: int) -> float:
@@ -121,24 +117,57 @@ async def run_pipeline(
     return count / elapsed
 
 
-async def run_both(
-    settings: Settings, composite: str, tables: tuple[str, str], count: int, batch_size: int, suffix: str
-) -> tuple[float, float]:
-    """End to end (reader and writer together, empty commit log), then the writer alone draining the
-    commit log the first run filled (a fresh writer from offset -1 into a second identical table)."""
+async def run_rounds(
+    settings: Settings, composite: str, rows: list[dict[str, Any]], args: argparse.Namespace, suffix: str
+) -> tuple[float, list[tuple[float, float]]]:
+    """End to end once (reader and writer together, empty commit log), then `rounds` alternating
+    pairs: the baseline into a fresh table, and a fresh writer draining the commit log the first
+    run filled (from offset -1) into another fresh table. Returns end to end and (baseline, writer)
+    per round; every table must end up holding every row."""
     control_topic = f"bench-pl-{suffix}.control"
     commit_log = KafkaCommitLog(settings.bootstrap, f"bench-pl-{suffix}.log")
     commit_log.ensure_topic()
     KafkaAdmin(settings.bootstrap).create([TopicSpec(control_topic, 1)])
-    source = CompositeSource(settings, {"topic": composite}, batch_size, 0.2)
+    source = CompositeSource(settings, {"topic": composite}, args.batch_size, 0.2)
+    count = len(rows)
+    pairs: list[tuple[float, float]] = []
     try:
-        end_to_end = await run_pipeline(
-            settings, commit_log, control_topic, source, tables[0], count, batch_size
-        )
-        writer = await run_pipeline(settings, commit_log, control_topic, None, tables[1], count, batch_size)
+        with fresh_table(settings, count) as table:
+            end_to_end = await run_pipeline(
+                settings, commit_log, control_topic, source, table, count, args.batch_size
+            )
+        for _ in range(args.rounds):
+            with fresh_table(settings, count) as table:
+                baseline = run_baseline(settings, table, rows, args.batch_size)
+            with fresh_table(settings, count) as table:
+                writer = await run_pipeline(
+                    settings, commit_log, control_topic, None, table, count, args.batch_size
+                )
+            pairs.append((baseline, writer))
     finally:
         await commit_log.close()
-    return end_to_end, writer
+    return end_to_end, pairs
+
+
+@contextlib.contextmanager
+def fresh_table(settings: Settings, expected_rows: int) -> Iterator[str]:
+    """A new empty table; afterwards it must hold `expected_rows` rows, and it is dropped."""
+    table = f"bench_pl_{uuid.uuid4().hex[:12]}"
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(DDL.format(table))
+        conn.commit()
+        yield table
+        with conn.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM `{table}`")
+            found = int(cursor.fetchone()[0])
+        assert found == expected_rows, f"{table} holds {found} rows, expected {expected_rows}"
+    finally:
+        with conn.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS `{table}`")
+        conn.commit()
+        conn.close()
 
 
 def main() -> None:
@@ -146,7 +175,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--profile", action="store_true", help="pyinstrument the pipeline run")
+    parser.add_argument("--rounds", type=int, default=5, choices=range(1, 51), metavar="1..50")
+    parser.add_argument("--profile", action="store_true", help="pyinstrument the pipeline runs")
     args = parser.parse_args()
     settings = get_settings()
     suffix = uuid.uuid4().hex[:8]
@@ -162,43 +192,28 @@ def main() -> None:
     ends = true_end_offsets(settings.bootstrap, [(storage.name, p) for p in range(storage.partitions)])
     assert sum(ends) == args.rows, f"composite topic holds {sum(ends)} of {args.rows} rows"
 
-    tables = (f"bench_pl_{suffix}", f"bench_plw_{suffix}", f"bench_base_{suffix}")
-    conn = connect(settings)
-    with conn.cursor() as cursor:
-        for table in tables:
-            cursor.execute(DDL.format(table))
-    conn.commit()
-
-    baseline = run_baseline(settings, tables[2], rows, args.batch_size)
-    coroutine = run_both(settings, composite.name, tables[:2], args.rows, args.batch_size, suffix)
+    coroutine = run_rounds(settings, composite.name, rows, args, suffix)
     if args.profile:
         from pyinstrument import Profiler
 
         profiler = Profiler(async_mode="enabled")
         with profiler:
-            end_to_end, writer = asyncio.run(coroutine)
+            end_to_end, pairs = asyncio.run(coroutine)
         profiler.print(show_all=False)
     else:
-        end_to_end, writer = asyncio.run(coroutine)
+        end_to_end, pairs = asyncio.run(coroutine)
 
-    with conn.cursor() as cursor:
-        counts = []
-        for table in tables:
-            cursor.execute(f"SELECT COUNT(*) FROM `{table}`")
-            counts.append(int(cursor.fetchone()[0]))
-        for table in tables:
-            cursor.execute(f"DROP TABLE `{table}`")
-    conn.commit()
-    conn.close()
-    assert counts == [args.rows] * 3, f"row counts {counts}, expected {args.rows} each"
-
+    baseline = statistics.median(b for b, _ in pairs)
+    writer = statistics.median(w for _, w in pairs)
     ratio = writer / baseline
-    print(f"rows: {args.rows}, batch size: {args.batch_size}")
-    print(f"baseline   pymysql executemany INSERT loop:               {baseline:,.0f} rows/s")
-    print(f"hubstream  MySQL writer draining the commit log:          {writer:,.0f} rows/s")
+    print(f"rows: {args.rows}, batch size: {args.batch_size}, rounds: {args.rounds}")
+    for index, (b, w) in enumerate(pairs, 1):
+        print(f"round {index}: baseline {b:,.0f} rows/s, writer {w:,.0f} rows/s, ratio {w / b:.2f}")
+    print(f"baseline   pymysql executemany INSERT loop (median):      {baseline:,.0f} rows/s")
+    print(f"hubstream  MySQL writer draining the commit log (median): {writer:,.0f} rows/s")
     print(f"hubstream  end to end (composite reader + writer, start-up): {end_to_end:,.0f} rows/s")
     print(
-        f"ratio writer/baseline: {ratio:.2f} (target >= 0.8); "
+        f"ratio writer/baseline (medians): {ratio:.2f} (target >= 0.8); "
         f"end to end/baseline: {end_to_end / baseline:.2f}"
     )
     print(
@@ -207,10 +222,12 @@ def main() -> None:
                 "bench": "pipeline_mysql",
                 "rows": args.rows,
                 "batch_size": args.batch_size,
+                "rounds": args.rounds,
                 "baseline_rows_per_s": round(baseline),
                 "writer_rows_per_s": round(writer),
                 "end_to_end_rows_per_s": round(end_to_end),
                 "ratio": round(ratio, 3),
+                "round_ratios": [round(w / b, 3) for b, w in pairs],
                 "end_to_end_ratio": round(end_to_end / baseline, 3),
             }
         )

@@ -152,15 +152,7 @@ class MysqlSource(_Threaded):
             if "name" not in spec:
                 raise InvalidDefinition(f"reader.tables: {raw!r} needs a name")
             self.tables.append(spec)
-        self._connect_args: dict[str, Any] = {
-            "host": target.host,
-            "port": target.port,
-            "user": target.user,
-            "password": target.password,
-            "database": self.database,
-            "autocommit": True,
-            "charset": "utf8mb4",
-        }
+        self._connect_args = target.connect_args(database=self.database, autocommit=True)
         self._conn: Any = None
 
     def namespace(self, table: str) -> str:
