@@ -190,6 +190,22 @@ async def _hub_visible(settings: Settings, recipients: list[str]) -> int:
         await hub.close()
 
 
+def _settled_hub_visible(settings: Settings, recipients: list[str], expected: int, console: Console) -> int:
+    """What actors can see once saves cut short by a crash have been voided.
+
+    A worker killed after claiming sequence numbers but before writing leaves a claim that holds
+    its recipient's fence until HUB_SAVE_LEASE_S runs out; the retried save places the events
+    above it, so they become visible only then. Waits (that long at most) for `expected` events.
+    """
+    deadline = time.monotonic() + settings.hub_save_lease_s + 30
+    with console.status("waiting for the hub's interrupted saves to expire (HUB_SAVE_LEASE_S)"):
+        while True:
+            visible = asyncio.run(_hub_visible(settings, recipients))
+            if visible >= expected or time.monotonic() > deadline:
+                return visible
+            time.sleep(5)
+
+
 def _actor_token(settings: Settings, actor: str) -> str:
     now = int(time.time())
     claims = {"sub": actor, "iat": now, "exp": now + 600}
@@ -259,7 +275,7 @@ def run_main_job(
     )
     recipients = recipient_ids(options.recipients)
     _say(console, "reading back what actors can see in the hub")
-    hub_saved = asyncio.run(_hub_visible(settings, recipients))
+    hub_saved = _settled_hub_visible(settings, recipients, summary.produced, console)
     _say(console, f"peek and dequeue one bundle for actor {recipients[0]}")
     shown = _peek_and_dequeue(settings, recipients[0])
     bundle = shown["bundle"]

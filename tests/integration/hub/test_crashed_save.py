@@ -57,3 +57,41 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
         await hub.dequeue(actor, bundle.bundle_id)
     assert ids(delivered) == ids(batch)  # once each, in order; the dead save's documents stay invisible
     await hub.close()
+
+
+async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expires(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    """Killed between claiming and indexing: the retry places the events at once (nothing marks them
+    as claimed), above the dead claim, so they are saved but invisible until that claim's lease
+    expires; then depth and peeks show each exactly once. The main job waits that long at most."""
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 4.0})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"early-crash-{unique}"
+    batch = events(actor, 7)
+
+    async def die(*_: object) -> bool:
+        raise Crash("killed after the ledger claim, before the index")
+
+    real_write_index = hub.repository._write_index
+    hub.repository._write_index = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await hub.save(batch)
+    hub.repository._write_index = real_write_index  # type: ignore[method-assign]
+
+    retried = await hub.save(batch)
+    assert (retried.saved, retried.duplicates) == (7, 0)
+    ledger, _ = await hub.repository._read_ledger(actor)
+    [dead] = ledger.claims
+    assert ledger.fence < dead.first_seq
+    assert await hub.depth(actor) == {}  # saved, but behind the dead claim's fence
+    assert await hub.peek(actor) is None
+
+    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
+    assert await hub.depth(actor) == {"timeseries": 7}  # the expired claim is voided by this read
+    delivered = []
+    while (bundle := await hub.peek(actor)) is not None:
+        delivered.extend(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert ids(delivered) == ids(batch)
+    await hub.close()
