@@ -29,7 +29,9 @@ from spark_ingest.sample import SampleSpec, recipient_ids, sample_rows, write_sa
 from tests.integration.spark_ingest.conftest import read_back
 from tests.integration.spark_ingest.test_batch_api import worker, worker_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# Two 100,000-event ingests through one worker into the embedded Cosmos endpoint: 7-10 minutes on
+# 2 cores, so more than the suite's default per-test timeout.
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 EVENTS, RECIPIENTS, INVALID = 100_000, 40, 20
 CAPABILITIES = ("agents.batches", "agents.hub", "agents.flow", "agents.subscriptions")
