@@ -23,11 +23,10 @@ class DrawerSlice:
     """The part of one drawer a bundle covers, and what the peek saw after it (for Acknowledge)."""
 
     drawer_id: str
-    ordinal: int  # the drawer's place in its cabinet (which event container holds it)
     first_seq: int
     last_seq: int
     next_seq: int | None  # the drawer's next unacknowledged event seen by the peek, if any
-    seen: DrawerState | None = None  # the drawer document as the peek read it ...
+    seen: DrawerState  # the drawer document as the peek read it (its ordinal places its events) ...
     etag: str = ""  # ... and its etag: an unchanged drawer is acknowledged with one If-Match write
     count: int = 0  # events of this drawer in the bundle
 
@@ -94,7 +93,5 @@ class BundleBuilder:
         slices = []
         for drawer, (first, last, count) in ranges.items():
             seen, etag = drawers[drawer]
-            slices.append(
-                DrawerSlice(drawer, seen.ordinal, first, last, next_seen.get(drawer), seen, etag, count)
-            )
+            slices.append(DrawerSlice(drawer, first, last, next_seen.get(drawer), seen, etag, count))
         return tuple(slices)

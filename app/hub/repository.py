@@ -339,7 +339,7 @@ class HubRepository:
         parts = await asyncio.gather(
             *(
                 self.io.query(
-                    self.io.events(ledger, ref.cabinet, s.ordinal),
+                    self.io.events(ledger, ref.cabinet, s.seen.ordinal),
                     sql,
                     s.drawer_id,
                     {"@pk": s.drawer_id, "@first": s.first_seq, "@last": s.last_seq},
@@ -365,7 +365,7 @@ class HubRepository:
         piece = ref.slices[index]
         cabinet = ref.cabinet
         # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
-        known = (piece.seen, piece.etag) if piece.seen is not None and piece.etag else None
+        known = (piece.seen, piece.etag) if piece.etag else None
         for _ in range(MAX_CAS_ATTEMPTS):
             if known is None:
                 current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)

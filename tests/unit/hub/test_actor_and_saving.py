@@ -20,7 +20,7 @@ from app.hub.actor import (
 )
 from app.hub.bundling import BundleRef, DrawerSlice
 from app.hub.errors import BundleIdConflict, DuplicateEventConflict, SaveInProgress
-from app.hub.model import CabinetKey, Claim, Ledger, content_hash
+from app.hub.model import CabinetKey, Claim, DrawerState, Ledger, content_hash
 from app.hub.saving import IndexEntry, plan_save
 
 
@@ -28,7 +28,7 @@ def ref(domain: str = "timeseries", bundle_id: str | None = None) -> BundleRef:
     return BundleRef(
         bundle_id or str(uuid.uuid4()),
         CabinetKey("r", domain, "mt"),
-        (DrawerSlice("d", 0, 1, 2, None),),
+        (DrawerSlice("d", 1, 2, None, DrawerState("d", CabinetKey("r", domain, "mt"), 0)),),
         2,
         2048,
     )

@@ -52,7 +52,7 @@ def test_slices_per_drawer_with_what_the_peek_saw_next() -> None:
     seen = {"a": (DrawerState("a", cabinet, 0), "etag-a"), "b": (DrawerState("b", cabinet, 1), "etag-b")}
     slices = builder.slices({"b": 6}, seen)
     assert [
-        (s.drawer_id, s.ordinal, s.first_seq, s.last_seq, s.next_seq, s.count, s.etag) for s in slices
+        (s.drawer_id, s.seen.ordinal, s.first_seq, s.last_seq, s.next_seq, s.count, s.etag) for s in slices
     ] == [
         ("a", 0, 1, 2, None, 2, "etag-a"),
         ("b", 1, 5, 5, 6, 1, "etag-b"),
