@@ -173,8 +173,14 @@ def _delivered(settings: Settings, options: MainJobOptions) -> tuple[int, int]:
         metadata.close()
 
 
-async def _hub_visible(settings: Settings, recipients: list[str]) -> int:
-    """Events actors can see (saved and not yet dequeued), summed over recipients, from Cosmos DB."""
+async def _hub_visible(settings: Settings, recipients: list[str], expected: int) -> int:
+    """Events actors can see (saved and not yet dequeued), summed over recipients, from Cosmos DB,
+    once saves cut short by a crash have been voided.
+
+    A worker killed after claiming sequence numbers but before writing leaves a claim that holds
+    its recipient's fence until HUB_SAVE_LEASE_S runs out; the retried save places the events
+    above it, so they become visible only then. Reads again (that long at most) until `expected`.
+    """
     from app.hub.service import MessageHub
 
     hub = await MessageHub.open(settings)
@@ -185,25 +191,14 @@ async def _hub_visible(settings: Settings, recipients: list[str]) -> int:
             async with limit:
                 return sum((await hub.depth(recipient)).values())
 
-        return sum(await asyncio.gather(*(one(r) for r in recipients)))
-    finally:
-        await hub.close()
-
-
-def _settled_hub_visible(settings: Settings, recipients: list[str], expected: int, console: Console) -> int:
-    """What actors can see once saves cut short by a crash have been voided.
-
-    A worker killed after claiming sequence numbers but before writing leaves a claim that holds
-    its recipient's fence until HUB_SAVE_LEASE_S runs out; the retried save places the events
-    above it, so they become visible only then. Waits (that long at most) for `expected` events.
-    """
-    deadline = time.monotonic() + settings.hub_save_lease_s + 30
-    with console.status("waiting for the hub's interrupted saves to expire (HUB_SAVE_LEASE_S)"):
+        deadline = time.monotonic() + settings.hub_save_lease_s + 30
         while True:
-            visible = asyncio.run(_hub_visible(settings, recipients))
+            visible = sum(await asyncio.gather(*(one(r) for r in recipients)))
             if visible >= expected or time.monotonic() > deadline:
                 return visible
-            time.sleep(5)
+            await asyncio.sleep(5)
+    finally:
+        await hub.close()
 
 
 def _actor_token(settings: Settings, actor: str) -> str:
@@ -275,7 +270,8 @@ def run_main_job(
     )
     recipients = recipient_ids(options.recipients)
     _say(console, "reading back what actors can see in the hub")
-    hub_saved = _settled_hub_visible(settings, recipients, summary.produced, console)
+    with console.status("reading the hub (waits for interrupted saves to expire, HUB_SAVE_LEASE_S)"):
+        hub_saved = asyncio.run(_hub_visible(settings, recipients, summary.produced))
     _say(console, f"peek and dequeue one bundle for actor {recipients[0]}")
     shown = _peek_and_dequeue(settings, recipients[0])
     bundle = shown["bundle"]
