@@ -51,6 +51,11 @@ class MysqlTarget:
         return args | options
 
 
+# Accepted only while the worker listens on loopback (app.web.security.check_bind).
+DEV_JWT_SECRET = "hubstream-local-dev-secret-change-me"
+MIN_JWT_SECRET_BYTES = 32
+
+
 class Settings(BaseSettings):
     """Every setting hubstream reads, with its environment variable name."""
 
@@ -81,7 +86,7 @@ class Settings(BaseSettings):
     web_port: int = Field(default=6066, validation_alias="WEB_PORT")
     admin_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_ADMIN_TOKEN")
     hub_jwt_secret: SecretStr = Field(
-        default=SecretStr("hubstream-local-dev-secret-change-me"),
+        default=SecretStr(DEV_JWT_SECRET),
         validation_alias="HUB_JWT_SECRET",
     )
 
@@ -92,6 +97,8 @@ class Settings(BaseSettings):
     broker_session_timeout_s: float = Field(default=10.0, validation_alias="BROKER_SESSION_TIMEOUT_S")
     broker_rebalance_timeout_s: float = Field(default=10.0, validation_alias="BROKER_REBALANCE_TIMEOUT_S")
     offset_flush_interval_s: float = Field(default=1.0, validation_alias="OFFSET_FLUSH_INTERVAL_S")
+    # Fault injection for tests (app/crashpoints.py): NAME[:NTH[:kill|raise]],... Off when unset.
+    crash_at: str | None = Field(default=None, validation_alias="HUBSTREAM_CRASH_AT")
 
     # Composite topics.
     metadata_topic: str = Field(default="__hubstream_composite", validation_alias="COMPOSITE_METADATA_TOPIC")

@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from app.errors import ConfigError
-from app.settings import Settings
+from app.settings import DEV_JWT_SECRET, MIN_JWT_SECRET_BYTES, Settings
 from app.web.responses import Unauthorized, error_response
 
 __all__ = [
@@ -83,7 +83,9 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(settings: Settings) -> None:
-    """ConfigError when the web server would listen beyond loopback without an admin token."""
+    """ConfigError when the web server would listen beyond loopback without an admin token, or with
+    the public development JWT secret (or one too short to resist guessing): anyone could then
+    mint actor tokens and read any actor's data."""
     if is_loopback(settings.web_host):
         return
     token = settings.admin_token.get_secret_value() if settings.admin_token else ""
@@ -91,6 +93,12 @@ def check_bind(settings: Settings) -> None:
         raise ConfigError(
             f"WEB_HOST={settings.web_host} is not a loopback address: set HUBSTREAM_ADMIN_TOKEN "
             "(it then guards every mutating endpoint) or bind WEB_HOST=127.0.0.1"
+        )
+    secret = settings.hub_jwt_secret.get_secret_value()
+    if secret == DEV_JWT_SECRET or len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+        raise ConfigError(
+            f"WEB_HOST={settings.web_host} is not a loopback address: set HUB_JWT_SECRET to a secret of "
+            f"at least {MIN_JWT_SECRET_BYTES} bytes (the default is public) or bind WEB_HOST=127.0.0.1"
         )
 
 

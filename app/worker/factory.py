@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import faust
 
+from app import crashpoints
 from app.kafka.faust_compat import install_true_highwaters
 from app.settings import Settings
 from app.web.metrics import http_middleware
@@ -32,6 +33,7 @@ CAPABILITIES: tuple[str, ...] = (
 def create_app(settings: Settings, capabilities: Sequence[str] | None = None) -> faust.App:
     check_bind(settings)  # ConfigError: a non-loopback WEB_HOST needs HUBSTREAM_ADMIN_TOKEN
     install_log_redaction(settings)
+    crashpoints.arm(settings.crash_at)  # fault injection for crash tests; nothing when unset
     install_true_highwaters(settings.bootstrap)
     datadir = settings.home / "data" / f"worker-{settings.web_port}"
     datadir.mkdir(parents=True, exist_ok=True)

@@ -68,3 +68,9 @@ def test_environment_names_are_settings(service: str) -> None:
 def test_infrastructure_images_are_the_documented_engines() -> None:
     images = {spec.get("image", "").split(":")[0] for spec in load_services().values()}
     assert {"apache/kafka", "mcr.microsoft.com/cosmosdb/linux/azure-cosmos-emulator", "mysql"} <= images
+
+
+def test_secrets_have_no_public_default() -> None:
+    env = yaml.safe_load(COMPOSE.read_text())["x-hubstream-env"]
+    for name in ("HUBSTREAM_ADMIN_TOKEN", "HUB_JWT_SECRET"):
+        assert env[name].startswith(f"${{{name}:?"), f"{name} must come from the environment, required"

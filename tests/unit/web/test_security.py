@@ -28,7 +28,20 @@ def test_binding_beyond_loopback_needs_the_admin_token() -> None:
         check_bind(Settings(WEB_HOST="0.0.0.0"))
     with pytest.raises(ConfigError, match="HUBSTREAM_ADMIN_TOKEN"):
         check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="  "))
-    check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token"))
+    check_bind(
+        Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", HUB_JWT_SECRET=STRONG)
+    )
+
+
+STRONG = "k" * 32
+
+
+@pytest.mark.parametrize("secret", [None, "hubstream-local-dev-secret-change-me", "k" * 31])
+def test_binding_beyond_loopback_refuses_the_public_or_a_short_jwt_secret(secret: str | None) -> None:
+    extra = {} if secret is None else {"HUB_JWT_SECRET": secret}
+    with pytest.raises(ConfigError, match=r"WEB_HOST=0\.0\.0\.0.*HUB_JWT_SECRET.*32 bytes"):
+        check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", **extra))
+    check_bind(Settings(WEB_HOST="127.0.0.1", **extra))  # loopback: the development secret is fine
 
 
 @pytest.mark.parametrize(
