@@ -1,24 +1,66 @@
-"""What the ack agent does with one record of the ack topic."""
+"""What the ack agent does with one record of the ack topic.
+
+Faust acknowledges an event when the agent raises, so nothing may escape from here: a record is
+either applied, forwarded, re-queued or dead-lettered, each confirmed by the broker before this
+returns, and only then may its offset be committed.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
 
-from app.batch.errors import PartitionNotReady
+from app.batch.errors import BatchNotFound, ItemNotFound, PartitionNotReady
 from app.batch.ids import group_item_ids
 from app.batch.service import BatchService
+from app.crashpoints import crash_point
 from app.errors import HubstreamError, InvalidInput
 
-__all__ = ["handle_ack_record"]
+__all__ = ["apply_ack_record", "handle_ack_record", "send_confirmed"]
 
 log = logging.getLogger(__name__)
 
+# How long a record waits for its table partition to be recovered here before it is re-queued.
+READY_WAIT_S = 10.0
+# A record naming an unknown batch or item group is re-queued (it may be ahead of a restore, or
+# this worker may have lost the partition without knowing yet) until it was first seen this long
+# ago; then it is dead-lettered. FIRST_SEEN_HEADER carries that moment across re-queues.
+UNKNOWN_GRACE_S = 15.0
+RETRY_UNKNOWN_S = 0.5
+FIRST_SEEN_HEADER = "hs-first-seen-ms"
+
+
+def _first_seen_ms(headers: Any) -> int | None:
+    items = headers.items() if isinstance(headers, dict) else (headers or ())
+    for name, value in items:
+        if name == FIRST_SEEN_HEADER:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+async def send_confirmed(topic: Any, **record: Any) -> None:
+    """Send through a Faust topic and wait until the broker confirmed the record."""
+    crash_point("batch.ack_record.send")
+    pending = await topic.send(**record)
+    await pending
+
 
 async def handle_ack_record(
-    service: BatchService, acks_topic: Any, dlq_topic: Any, partition: int, offset: int, key: Any, value: Any
+    service: BatchService,
+    acks_topic: Any,
+    dlq_topic: Any,
+    partition: int,
+    offset: int,
+    key: Any,
+    value: Any,
+    headers: Any = None,
 ) -> int:
     """Apply the acks of one record; returns the number of items newly cleared.
 
@@ -35,8 +77,8 @@ async def handle_ack_record(
         for owner, acks in service.split_by_partition(group_item_ids(ids)).items():
             if owner != partition:
                 ids_there = [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
-                await acks_topic.send(
-                    key=key, value=orjson.dumps({"batchItemIds": ids_there}), partition=owner
+                await send_confirmed(
+                    acks_topic, key=key, value=orjson.dumps({"batchItemIds": ids_there}), partition=owner
                 )
                 log.info("%s: forwarded %d acks to partition %d", where, len(ids_there), owner)
                 continue
@@ -44,16 +86,73 @@ async def handle_ack_record(
             cleared += outcome.items_cleared
             await service.publish(outcome.completions)
         return cleared
-    except PartitionNotReady:
-        raise  # not this record's fault: let the worker retry it after the rebalance
-    except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, HubstreamError | orjson.JSONDecodeError):
-            log.warning("%s: ack record dead-lettered: %s", where, reason)
-        else:  # a bug, not bad data: keep the agent alive, keep the record, say so loudly
-            log.exception("%s: ack record dead-lettered after an unexpected error", where)
-        raw = value if isinstance(value, bytes) else orjson.dumps(value)
-        await dlq_topic.send(
-            key=key, value=raw, headers={"reason": reason.encode()[:4000], "source": where.encode()}
+    except (BatchNotFound, ItemNotFound) as exc:
+        now_ms = int(time.time() * 1000)
+        first_seen_ms = _first_seen_ms(headers) or now_ms
+        if now_ms - first_seen_ms >= UNKNOWN_GRACE_S * 1000:
+            return await _dead_letter(dlq_topic, key, value, where, exc)
+        await asyncio.sleep(RETRY_UNKNOWN_S)
+        await send_confirmed(
+            acks_topic,
+            key=key,
+            value=value,
+            partition=partition,
+            headers={FIRST_SEEN_HEADER: str(first_seen_ms).encode()},
         )
+        log.info("%s: %s; record re-queued", where, exc)
         return 0
+    except PartitionNotReady:
+        # Not this record's fault. While this worker recovers its partitions, wait for them;
+        # otherwise the partition is not (or no longer) assigned here: re-queue the record to it
+        # (acks are idempotent) at once, so that a rebalance is never held up waiting for us.
+        if service.recovering() and await service.wait_ready(partition, READY_WAIT_S):
+            return await handle_ack_record(
+                service, acks_topic, dlq_topic, partition, offset, key, value, headers
+            )
+        await send_confirmed(acks_topic, key=key, value=value, partition=partition)
+        log.warning("%s: batch table partition %d not served here; record re-queued", where, partition)
+        return 0
+    except Exception as exc:
+        return await _dead_letter(dlq_topic, key, value, where, exc)
+
+
+async def _dead_letter(dlq_topic: Any, key: Any, value: Any, where: str, exc: Exception) -> int:
+    reason = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, HubstreamError | orjson.JSONDecodeError):
+        log.warning("%s: ack record dead-lettered: %s", where, reason)
+    else:  # a bug, not bad data: keep the agent alive, keep the record, say so loudly
+        log.error("%s: ack record dead-lettered after an unexpected error", where, exc_info=exc)
+    raw = value if isinstance(value, bytes) else orjson.dumps(value)
+    headers = {"reason": reason.encode()[:4000], "source": where.encode()}
+    await send_confirmed(dlq_topic, key=key, value=raw, headers=headers)
+    return 0
+
+
+async def apply_ack_record(
+    service: BatchService,
+    acks_topic: Any,
+    dlq_topic: Any,
+    partition: int,
+    offset: int,
+    key: Any,
+    value: Any,
+    headers: Any = None,
+) -> int:
+    """`handle_ack_record`, tried again (backoff up to 30 s) until it went through: an error out of
+    the agent would let Faust acknowledge the record, and with it the rest of its batch."""
+    delay_s = 0.2
+    while True:
+        try:
+            return await handle_ack_record(
+                service, acks_topic, dlq_topic, partition, offset, key, value, headers
+            )
+        except Exception:
+            log.exception(
+                "%s[%d] offset=%d: ack record not handled; trying again in %.1f s",
+                acks_topic.get_topic_name(),
+                partition,
+                offset,
+                delay_s,
+            )
+        await asyncio.sleep(delay_s)
+        delay_s = min(delay_s * 2, 30.0)

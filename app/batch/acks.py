@@ -7,18 +7,24 @@ partitioner) still works: the ack agent forwards it once to the owning partition
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from confluent_kafka import KafkaException, Producer
 
 from app.batch.ids import group_item_ids, partition_of_exact
+from app.crashpoints import crash_point
+from app.errors import ServiceUnavailable
 
 __all__ = ["MAX_IDS_PER_RECORD", "AckProducer", "AckRecord", "ack_records", "send_acks"]
 
 MAX_IDS_PER_RECORD = 10_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,14 +54,22 @@ def ack_records(
 class AckProducer:
     """For code outside a Faust worker (jobs, scripts): a confluent-kafka producer of ack records."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        from confluent_kafka import Producer
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, config: dict[str, Any] | None = None
+    ) -> None:
 
         self.topic = topic
         self.partitions = partitions
+        self.failed = 0  # records the broker refused for good since the last flush
+        self.last_error: str | None = None
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **(config or {})}
         )
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+            self.last_error = str(err)
 
     def send(self, item_ids: Iterable[str]) -> int:
         """Queue the acks; returns the number of records. Call `flush()` to wait for delivery."""
@@ -63,17 +77,32 @@ class AckProducer:
         for record in records:
             while True:
                 try:
-                    self._producer.produce(self.topic, record.value, record.key, partition=record.partition)
+                    crash_point("batch.acks.produce")
+                    self._producer.produce(
+                        self.topic,
+                        record.value,
+                        record.key,
+                        partition=record.partition,
+                        on_delivery=self._on_delivery,
+                    )
                     break
                 except BufferError:
                     self._producer.poll(0.05)
+                except KafkaException as exc:  # refused before sending (e.g. no such partition)
+                    raise ServiceUnavailable(
+                        f"ack record to {self.topic}[{record.partition}]: {exc}"
+                    ) from exc
             self._producer.poll(0)
         return len(records)
 
     def flush(self, timeout_s: float = 30.0) -> int:
-        """Wait for delivery; returns the number of records still undelivered (0 on success)."""
+        """Wait for delivery; returns the number of records not delivered since the last flush:
+        still queued after `timeout_s`, or refused by the broker (0 on success)."""
         left: int = self._producer.flush(timeout_s)
-        return left
+        failed, self.failed = self.failed, 0
+        if failed:
+            log.warning("%d ack records to %s failed: %s", failed, self.topic, self.last_error)
+        return left + failed
 
 
 async def send_acks(topic: Any, item_ids: Iterable[str], partitions: int) -> int:

@@ -2,6 +2,11 @@
 driver) and `AsyncBatchClient` (aiohttp: Faust agents). Both retry 503s and connection errors
 (a partition moving between workers) until `retry_for_s` has passed; other errors raise the
 matching HubstreamError (400 InvalidInput, 404 BatchNotFound, 409 BatchClosed).
+
+Retrying is safe for every call: acks, close and get are idempotent; add-items, incr and decr carry
+an Idempotency-Key chosen once per call, so a retry after a lost answer is answered as the first
+try was instead of adding again; a create whose answer was lost leaves an empty batch the reaper
+removes.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import asyncio
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -29,8 +35,10 @@ API = "/api/v1/batch"
 class Call:
     """One request: method, path (with query), JSON body."""
 
-    def __init__(self, method: str, path: str, body: Any = None) -> None:
+    def __init__(self, method: str, path: str, body: Any = None, needs_key: bool = False) -> None:
         self.method, self.path, self.body = method, API + path, body
+        # One key per call, the same on each of its retries: the server answers a replay as the first.
+        self.headers = {"Idempotency-Key": str(uuid.uuid4())} if needs_key else {}
 
 
 class calls:
@@ -40,7 +48,7 @@ class calls:
 
     @staticmethod
     def add_items(batch_id: int, items: int) -> Call:
-        return Call("POST", "/exact/items", {"batchId": batch_id, "items": items})
+        return Call("POST", "/exact/items", {"batchId": batch_id, "items": items}, needs_key=True)
 
     @staticmethod
     def ack(item_ids: list[str]) -> Call:
@@ -67,11 +75,12 @@ class calls:
 
     @staticmethod
     def decr(acks: dict[str, int]) -> Call:
-        return Call("POST", "/estimated/decr", {"acks": [{"batchId": b, "by": n} for b, n in acks.items()]})
+        body = {"acks": [{"batchId": b, "by": n} for b, n in acks.items()]}
+        return Call("POST", "/estimated/decr", body, needs_key=True)
 
     @staticmethod
     def incr(batch_id: str, by: int) -> Call:
-        return Call("POST", f"/estimated/{batch_id}/incr?by={by}")
+        return Call("POST", f"/estimated/{batch_id}/incr?by={by}", needs_key=True)
 
     @staticmethod
     def close_estimated(batch_id: str) -> Call:
@@ -123,7 +132,7 @@ class BatchClient:
         data = orjson.dumps(call.body) if call.body is not None else None
         while True:
             request = urllib.request.Request(
-                self.base_url + call.path, data=data, method=call.method, headers=self.headers
+                self.base_url + call.path, data=data, method=call.method, headers=self.headers | call.headers
             )
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
@@ -209,7 +218,7 @@ class AsyncBatchClient:
         while True:
             try:
                 async with self.session.request(
-                    call.method, self.base_url + call.path, data=data, headers=self.headers
+                    call.method, self.base_url + call.path, data=data, headers=self.headers | call.headers
                 ) as response:
                     body = await response.read()
                     if response.status == 200:

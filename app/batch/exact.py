@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import orjson
+
 from app.batch import bitfield
 from app.batch.errors import BatchClosed, BatchNotFound, ItemNotFound
 from app.batch.ids import GroupAcks, ItemGroup
@@ -22,6 +24,8 @@ from app.batch.model import (
     exact_key,
     group_key,
     group_prefix,
+    request_key,
+    request_prefix,
     sequence_key,
 )
 from app.errors import InvalidInput
@@ -67,11 +71,23 @@ class ExactRules:
         return ExactBatch.decode(batch_id, raw)
 
     def add_items(
-        self, store: BatchStore, batch_id: int, items: int, now_ms: int, new_group_id: Callable[[], str]
+        self,
+        store: BatchStore,
+        batch_id: int,
+        items: int,
+        now_ms: int,
+        new_group_id: Callable[[], str],
+        request_id: str | None = None,
     ) -> list[ItemGroup]:
+        """New item groups; with a `request_id` seen before for this batch, the groups that call got
+        (a client retrying after a lost answer must learn the groups it created, not make more)."""
         if isinstance(items, bool) or not isinstance(items, int) or not 1 <= items <= self.max_items_per_add:
             raise InvalidInput(f"items must be an integer from 1 to {self.max_items_per_add}, got {items!r}")
         batch = self.get(store, batch_id)
+        if request_id is not None:
+            answered = store.get(request_key(exact_key(batch_id), request_id))
+            if answered is not None:
+                return [ItemGroup(g, upto) for g, upto in orjson.loads(answered)]
         if batch.is_closed:
             raise BatchClosed(f"exact batch {batch_id} is closed; no items can be added")
         groups: list[ItemGroup] = []
@@ -92,16 +108,28 @@ class ExactRules:
                 updated_at_ms=now_ms,
             ).encode(),
         )
+        if request_id is not None:
+            answer = orjson.dumps([(g.id, g.upto) for g in groups])
+            store.put(request_key(exact_key(batch_id), request_id), answer)
         return groups
 
     def close(self, store: BatchStore, batch_id: int, now_ms: int) -> tuple[ExactBatch, Completion | None]:
-        """Close (idempotent); the completion is returned only by the call that completed the batch."""
+        """Close (idempotent); the completion while one is due (complete, none confirmed yet)."""
         batch = self.get(store, batch_id)
         closed = replace(batch, is_closed=True, updated_at_ms=now_ms)
-        store.put(exact_key(batch_id), closed.encode())
-        if closed.is_complete and not batch.is_closed:
+        if not batch.is_closed:
+            store.put(exact_key(batch_id), closed.encode())
+        if closed.completion_due:
             return closed, Completion("exact", batch_id, batch.user_key, now_ms)
         return closed, None
+
+    def confirm_completion(self, store: BatchStore, batch_id: int) -> None:
+        """The broker confirmed the batch's completion event: stop emitting it."""
+        raw = store.get(exact_key(batch_id))
+        if raw is not None:
+            batch = ExactBatch.decode(batch_id, raw)
+            if not batch.completion_confirmed:
+                store.put(exact_key(batch_id), replace(batch, completion_confirmed=True).encode())
 
     def ack(self, store: BatchStore, acks: Sequence[GroupAcks], now_ms: int) -> AckOutcome:
         """Clear the acked bits. Everything is checked before anything is written, so a bad id
@@ -155,18 +183,18 @@ class ExactRules:
             store.put(key, encode_group(upto, b"" if bitfield.is_empty(bits) else bits))
         completions: list[Completion] = []
         for batch_id, cleared in cleared_by_batch.items():
-            if not cleared:
-                continue
-            before = batches[batch_id]
-            after = replace(before, pending_items=before.pending_items - cleared, updated_at_ms=now_ms)
-            store.put(exact_key(batch_id), after.encode())
-            if after.is_complete and not before.is_complete:
+            after = batches[batch_id]
+            if cleared:
+                after = replace(after, pending_items=after.pending_items - cleared, updated_at_ms=now_ms)
+                store.put(exact_key(batch_id), after.encode())
+            if after.completion_due:  # also for an ack that cleared nothing: a redelivered last ack
                 completions.append(Completion("exact", batch_id, after.user_key, now_ms))
         return AckOutcome(sum(cleared_by_batch.values()), tuple(completions))
 
     def delete(self, store: BatchStore, batch: ExactBatch) -> Removal:
-        for key, _ in list(store.scan(group_prefix(batch.batch_id))):
-            store.delete(key)
+        for prefix in (group_prefix(batch.batch_id), request_prefix(exact_key(batch.batch_id))):
+            for key, _ in list(store.scan(prefix)):
+                store.delete(key)
         store.delete(exact_key(batch.batch_id))
         return Removal(1, batch.total_items)
 

@@ -5,6 +5,8 @@ Table layout (one RocksDB-backed Faust table, every key of a batch in the batch'
   g/<batchId>/<groupUuid>  4-byte little-endian `upto` + bitfield of the group (header only once empty)
   s/<partition>            next exact-id sequence number of the partition
   e/<uuid>                 estimated batch (JSON)
+  q/<batch key>/<requestId> what a call with this Idempotency-Key answered (replayed, not redone)
+  w/intent                 a multi-key write under way (app.batch.atomic)
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "exact_key",
     "group_key",
     "group_prefix",
+    "request_key",
+    "request_prefix",
     "sequence_key",
 ]
 
@@ -73,10 +77,16 @@ class ExactBatch:
     groups: int
     created_at_ms: int
     updated_at_ms: int
+    completion_confirmed: bool = False  # the broker confirmed its completion event
 
     @property
     def is_complete(self) -> bool:
         return self.is_closed and self.pending_items == 0
+
+    @property
+    def completion_due(self) -> bool:
+        """Complete, and no completion event confirmed yet: any ack, close or get emits it."""
+        return self.is_complete and not self.completion_confirmed
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -88,13 +98,14 @@ class ExactBatch:
                 "g": self.groups,
                 "t0": self.created_at_ms,
                 "t": self.updated_at_ms,
+                "cc": self.completion_confirmed,
             }
         )
 
     @classmethod
     def decode(cls, batch_id: int, raw: bytes) -> ExactBatch:
         d = orjson.loads(raw)
-        return cls(batch_id, d["u"], d["c"], d["p"], d["n"], d["g"], d["t0"], d["t"])
+        return cls(batch_id, d["u"], d["c"], d["p"], d["n"], d["g"], d["t0"], d["t"], d.get("cc", False))
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -115,10 +126,15 @@ class EstimatedBatch:
     pending: int
     created_at_ms: int
     updated_at_ms: int
+    completion_reported: bool = False  # the broker confirmed its completion event; never again
 
     @property
     def is_complete(self) -> bool:
         return self.is_closed and self.pending <= 0
+
+    @property
+    def completion_due(self) -> bool:
+        return self.is_complete and not self.completion_reported
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -128,13 +144,14 @@ class EstimatedBatch:
                 "p": self.pending,
                 "t0": self.created_at_ms,
                 "t": self.updated_at_ms,
+                "r": self.completion_reported,
             }
         )
 
     @classmethod
     def decode(cls, batch_id: str, raw: bytes) -> EstimatedBatch:
         d = orjson.loads(raw)
-        return cls(batch_id, d["u"], d["c"], d["p"], d["t0"], d["t"])
+        return cls(batch_id, d["u"], d["c"], d["p"], d["t0"], d["t"], d.get("r", False))
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -156,6 +173,15 @@ def group_prefix(batch_id: int) -> bytes:
 
 def group_key(batch_id: int, group_id: str) -> bytes:
     return b"g/%d/%s" % (batch_id, group_id.encode())
+
+
+def request_prefix(batch_key: bytes) -> bytes:
+    """Where the answers to idempotent calls on the batch stored under `batch_key` live."""
+    return b"q/" + batch_key + b"/"
+
+
+def request_key(batch_key: bytes, request_id: str) -> bytes:
+    return request_prefix(batch_key) + request_id.encode()
 
 
 def sequence_key(partition: int) -> bytes:

@@ -8,25 +8,30 @@ agent and the reaper, all on the worker's event loop, never interleave inside on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
+from app.batch.atomic import atomically
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
 from app.batch.exact import AckOutcome, ExactRules, Removal
 from app.batch.ids import GroupAcks, ItemGroup, partition_of_estimated, partition_of_exact
-from app.batch.model import Completion, EstimatedBatch, ExactBatch
+from app.batch.model import BatchStore, Completion, EstimatedBatch, ExactBatch
 from app.batch.reaper import ReapPolicy
+from app.crashpoints import crash_point
 from app.settings import Settings
 
 __all__ = ["BatchService", "now_ms"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -50,30 +55,59 @@ class BatchService:
         self._stores: dict[int, Any] = {}
         self.completions_topic: Any = None
         self._in_flight: list[Any] = []
+        self._pending: dict[int, Any] = {}  # partition -> tables.batches.PendingWrites
 
     # -- ownership -------------------------------------------------------------------------------
 
     def mark_ready(self, partitions: Iterable[int]) -> None:
         self.ready = set(partitions)
         self._stores.clear()
+
         log.info("batch table partitions served here: %s", sorted(self.ready))
 
     def mark_unready(self) -> None:
         self.ready = set()
         self._stores.clear()
 
+    def recovering(self) -> bool:
+        """Faust is restoring this worker's table partitions from their changelogs."""
+        return bool(getattr(self.app, "in_recovery", False))
+
+    async def wait_ready(self, partition: int, timeout_s: float, every_s: float = 0.1) -> bool:
+        """Whether `partition` is served here within `timeout_s` (recovery may still be running)."""
+        deadline = time.monotonic() + timeout_s
+        while partition not in self.ready or self.recovering():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(every_s)
+        return True
+
     def store(self, partition: int) -> Any:
         """The partition's store, or PartitionNotReady when this worker does not serve it now."""
-        from tables.batches import PartitionStore
+        from tables.batches import PartitionStore, PendingWrites
 
-        if partition not in self.ready:
+        if partition not in self.ready or self.recovering():
             raise PartitionNotReady(
                 f"batch table partition {partition} is not served by this worker right now"
             )
         store = self._stores.get(partition)
         if store is None:
-            store = self._stores[partition] = PartitionStore(self.table, partition, self._in_flight)
+            pending = self._pending.setdefault(partition, PendingWrites())
+            store = self._stores[partition] = PartitionStore(self.table, partition, self._in_flight, pending)
         return store
+
+    def run(self, partition: int, operation: Callable[[BatchStore], T]) -> T:
+        """Apply `operation` to the partition all or nothing (app.batch.atomic): an exception out
+        of it writes nothing; a crash inside the write is finished by the next operation, here or
+        on the worker that restores the partition."""
+        with self.writing(partition) as store:
+            return operation(store)
+
+    @contextlib.contextmanager
+    def writing(self, partition: int) -> Iterator[BatchStore]:
+        """`run` as a block, for operations spread over several rule calls."""
+        with atomically(self.store(partition)) as store:
+            yield store
 
     async def flush(self) -> None:
         """Wait until every table change made so far is in the changelog (acknowledged by Kafka).
@@ -83,8 +117,21 @@ class BatchService:
         """
         if not self._in_flight:
             return
-        await asyncio.gather(*list(self._in_flight))  # what is in flight now; later writes are not ours
+        try:
+            await asyncio.gather(*list(self._in_flight))  # in flight now; later writes are not ours
+        except Exception as exc:
+            self.changelog_lost(exc)
         self._in_flight[:] = [fut for fut in self._in_flight if not fut.done()]
+
+    def changelog_lost(self, exc: BaseException) -> None:
+        """A change Kafka refused for good: later changes of its partition may be in the changelog
+        without it, and what this worker holds in memory no longer matches. Stop at once, without
+        committing any offset; the restarted worker restores from the changelog and the records
+        whose changes were not confirmed come again. (Fail-stop, as Kafka Streams does on a fatal
+        producer error.)"""
+        log.critical("a batch table change did not reach its changelog (%r): stopping this worker", exc)
+        logging.shutdown()
+        os._exit(70)
 
     def owner_urls(self) -> dict[int, str]:
         """Partition -> web URL of the worker with the active replica (from Faust's assignor)."""
@@ -110,17 +157,23 @@ class BatchService:
     # -- exact -----------------------------------------------------------------------------------
 
     def create_exact(self, partition: int, user_key: str | None) -> ExactBatch:
-        return self.exact.create(self.store(partition), partition, self.partitions, user_key, now_ms())
+        return self.run(
+            partition, lambda s: self.exact.create(s, partition, self.partitions, user_key, now_ms())
+        )
 
     def get_exact(self, batch_id: int) -> ExactBatch:
-        return self.exact.get(self.store(self.exact_partition(batch_id)), batch_id)
+        return self.run(self.exact_partition(batch_id), lambda s: self.exact.get(s, batch_id))
 
-    def add_items(self, batch_id: int, items: int) -> list[ItemGroup]:
-        store = self.store(self.exact_partition(batch_id))
-        return self.exact.add_items(store, batch_id, items, now_ms(), lambda: str(uuid.uuid4()))
+    def add_items(self, batch_id: int, items: int, request_id: str | None = None) -> list[ItemGroup]:
+        return self.run(
+            self.exact_partition(batch_id),
+            lambda s: self.exact.add_items(
+                s, batch_id, items, now_ms(), lambda: str(uuid.uuid4()), request_id
+            ),
+        )
 
     def close_exact(self, batch_id: int) -> tuple[ExactBatch, Completion | None]:
-        return self.exact.close(self.store(self.exact_partition(batch_id)), batch_id, now_ms())
+        return self.run(self.exact_partition(batch_id), lambda s: self.exact.close(s, batch_id, now_ms()))
 
     def split_by_partition(self, acks: Sequence[GroupAcks]) -> dict[int, list[GroupAcks]]:
         by_partition: dict[int, list[GroupAcks]] = defaultdict(list)
@@ -130,15 +183,16 @@ class BatchService:
 
     def check_acks(self, by_partition: dict[int, list[GroupAcks]]) -> None:
         for partition, acks in by_partition.items():
-            self.exact.check(self.store(partition), acks)
+            with self.writing(partition) as store:
+                self.exact.check(store, acks)
 
     def ack(self, partition: int, acks: Sequence[GroupAcks]) -> AckOutcome:
-        return self.exact.ack(self.store(partition), acks, now_ms())
+        return self.run(partition, lambda s: self.exact.ack(s, acks, now_ms()))
 
     def expire_exact(self, closed: bool, not_updated_since_ms: int) -> Removal:
         removal = Removal(0, 0)
         for partition in sorted(self.ready):
-            removal += self.exact.expire(self.store(partition), closed, not_updated_since_ms)
+            removal += self.run(partition, lambda s: self.exact.expire(s, closed, not_updated_since_ms))
         return removal
 
     # -- estimated -------------------------------------------------------------------------------
@@ -153,19 +207,28 @@ class BatchService:
             partition = self.estimated_partition(candidate)
             if partition in ready:
                 break
-        return self.estimated.create(self.store(partition), batch_size, user_key, now_ms(), lambda: candidate)
+        return self.run(
+            partition, lambda s: self.estimated.create(s, batch_size, user_key, now_ms(), lambda: candidate)
+        )
 
     def get_estimated(self, batch_id: str) -> EstimatedBatch:
-        return self.estimated.get(self.store(self.estimated_partition(batch_id)), batch_id)
+        return self.run(self.estimated_partition(batch_id), lambda s: self.estimated.get(s, batch_id))
 
-    def add_estimated(self, batch_id: str, delta: int) -> tuple[EstimatedBatch, Completion | None]:
-        return self.estimated.add(self.store(self.estimated_partition(batch_id)), batch_id, delta, now_ms())
+    def add_estimated(
+        self, batch_id: str, delta: int, request_id: str | None = None
+    ) -> tuple[EstimatedBatch, Completion | None]:
+        return self.run(
+            self.estimated_partition(batch_id),
+            lambda s: self.estimated.add(s, batch_id, delta, now_ms(), request_id),
+        )
 
     def close_estimated(self, batch_id: str) -> tuple[EstimatedBatch, Completion | None]:
-        return self.estimated.close(self.store(self.estimated_partition(batch_id)), batch_id, now_ms())
+        return self.run(
+            self.estimated_partition(batch_id), lambda s: self.estimated.close(s, batch_id, now_ms())
+        )
 
     def delete_estimated(self, batch_id: str) -> None:
-        self.estimated.delete(self.store(self.estimated_partition(batch_id)), batch_id)
+        self.run(self.estimated_partition(batch_id), lambda s: self.estimated.delete(s, batch_id))
 
     # -- reaper ----------------------------------------------------------------------------------
 
@@ -174,9 +237,9 @@ class BatchService:
         removal = Removal(0, 0)
         for closed, cutoff in self.reap_policy.cutoffs_ms(now_ms()).items():
             for partition in sorted(self.ready):
-                store = self.store(partition)
-                removal += self.exact.expire(store, closed, cutoff)
-                removal += self.estimated.expire(store, closed, cutoff)
+                with self.writing(partition) as store:
+                    removal += self.exact.expire(store, closed, cutoff)
+                    removal += self.estimated.expire(store, closed, cutoff)
         if removal.batches_removed:
             log.info("reaper removed %d batches (%d items)", removal.batches_removed, removal.items_removed)
         return removal
@@ -184,10 +247,36 @@ class BatchService:
     # -- completions -----------------------------------------------------------------------------
 
     async def publish(self, completions: Iterable[Completion]) -> None:
+        """Send each completion event, wait until the broker confirmed it, then record that in the
+        batch: until then any ack, close or get of the batch sends it again (at least once;
+        consumers dedupe by batch id)."""
         import orjson
 
         for completion in completions:
             log.info("batch %s %s complete", completion.kind, completion.batch_id)
-            await self.completions_topic.send(
+            crash_point("batch.completion.send")
+            pending = await self.completions_topic.send(
                 key=str(completion.batch_id).encode(), value=orjson.dumps(completion.as_event())
             )
+            await pending
+            crash_point("batch.completion.confirm")
+            if completion.kind == "exact":
+                batch_id = int(completion.batch_id)
+                with (
+                    contextlib.suppress(PartitionNotReady),
+                    self.writing(self.exact_partition(batch_id)) as store,
+                ):
+                    self.exact.confirm_completion(store, batch_id)
+            else:
+                estimated_id = str(completion.batch_id)
+                partition = self.estimated_partition(estimated_id)
+                with contextlib.suppress(PartitionNotReady), self.writing(partition) as store:
+                    self.estimated.confirm_completion(store, estimated_id)
+
+    @staticmethod
+    def due(batch: ExactBatch | EstimatedBatch) -> list[Completion]:
+        """The completion a get must (re)send: complete and not confirmed yet."""
+        if not batch.completion_due:
+            return []
+        kind = "exact" if isinstance(batch, ExactBatch) else "estimated"
+        return [Completion(kind, batch.batch_id, batch.user_key, now_ms())]

@@ -28,6 +28,8 @@ from app.web.responses import guarded, json_response, read_json, require_admin
 __all__ = ["BatchApi", "register_views"]
 
 ROUTED_HEADER = "X-Hubstream-Batch-Routed"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+MAX_IDEMPOTENCY_KEY_CHARS = 128
 EXACT = "/api/v1/batch/exact"
 ESTIMATED = "/api/v1/batch/estimated"
 MAX_BATCH_ID_DIGITS = 20  # an unsigned 64-bit integer
@@ -57,6 +59,18 @@ def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     return body
+
+
+def _request_id(request: web.Request) -> str | None:
+    """The caller's Idempotency-Key: a retry carrying it is answered as the first call was."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not (0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS and key.isascii() and key.isprintable()):
+        raise InvalidInput(
+            f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters"
+        )
+    return key
 
 
 def _since_ms(request: web.Request) -> int:
@@ -97,8 +111,9 @@ class BatchApi:
     async def _forward(self, owner: str, request: web.Request, body: bytes | None) -> tuple[int, Any]:
         url = URL(owner).with_path(request.path).with_query(request.query)
         headers = {ROUTED_HEADER: "1", "Content-Type": "application/json"}
-        if "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]
+        for name in ("Authorization", IDEMPOTENCY_HEADER):
+            if name in request.headers:
+                headers[name] = request.headers[name]
         try:
             async with self.service.app.http_client.request(
                 request.method, url, data=body, headers=headers, timeout=self.settings.batch_route_timeout_s
@@ -153,20 +168,23 @@ class BatchApi:
         body = _object(await read_json(request))
         batch_id = _batch_id(body.get("batchId"))
         items = body.get("items")
+        request_id = _request_id(request)
 
         def local() -> Any:
-            groups = self.service.add_items(batch_id, items)  # type: ignore[arg-type]
+            groups = self.service.add_items(batch_id, items, request_id)  # type: ignore[arg-type]
             return {"batchItemGroupIds": [{"id": g.id, "upto": g.upto} for g in groups]}
 
         return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
     async def get_exact(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = _batch_id(batchId)
-        return await self._on_owner(
-            request,
-            self.service.exact_partition(batch_id),
-            lambda: self.service.get_exact(batch_id).as_json(),
-        )
+
+        async def local() -> Any:
+            batch = self.service.get_exact(batch_id)
+            await self.service.publish(self.service.due(batch))
+            return batch.as_json()
+
+        return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
     async def close_exact(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = _batch_id(batchId)
@@ -231,11 +249,13 @@ class BatchApi:
 
     async def get_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
-        return await self._on_owner(
-            request,
-            self.service.estimated_partition(batch_id),
-            lambda: self.service.get_estimated(batch_id).as_json(),
-        )
+
+        async def local() -> Any:
+            batch = self.service.get_estimated(batch_id)
+            await self.service.publish(self.service.due(batch))
+            return batch.as_json()
+
+        return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
     async def delete_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
@@ -253,9 +273,10 @@ class BatchApi:
         except ValueError as exc:
             raise InvalidInput(f"by={request.query.get('by')!r} is not an integer") from exc
         check_count("by", by, 0)
+        request_id = _request_id(request)
 
         async def local() -> Any:
-            batch, completion = self.service.add_estimated(batch_id, by)
+            batch, completion = self.service.add_estimated(batch_id, by, request_id)
             await self.service.publish([completion] if completion else [])
             return batch.as_json()
 
@@ -276,6 +297,7 @@ class BatchApi:
         acks = body.get("acks")
         if not isinstance(acks, list):
             raise InvalidInput('acks must be a list of {"batchId": uuid, "by": n}')
+        request_id = _request_id(request)
         totals: dict[str, int] = defaultdict(int)
         for ack in acks:
             if not isinstance(ack, dict):
@@ -294,7 +316,7 @@ class BatchApi:
         for owner, owner_acks in remote.items():
             results.extend((await self._remote(request, owner, {"acks": owner_acks}))["results"])
         for batch_id, by in local.items():
-            batch, completion = self.service.add_estimated(batch_id, -by)
+            batch, completion = self.service.add_estimated(batch_id, -by, request_id)
             await self.service.publish([completion] if completion else [])
             results.append({"batchId": batch_id, "userKey": batch.user_key, "isComplete": batch.is_complete})
         return json_response({"results": results})

@@ -91,6 +91,43 @@ def test_estimated_incr_then_close_then_last_decr(client: BatchClient) -> None:
     assert client.decr({batch_id: 1})[0]["isComplete"] is True
 
 
+def _post(batch_worker: BatchWorker, path: str, body: Any, key: str) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        batch_worker.url + path,
+        data=orjson.dumps(body),
+        method="POST",
+        headers={"Content-Type": "application/json", "Idempotency-Key": key},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, orjson.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, orjson.loads(err.read())
+
+
+def test_calls_retried_with_their_idempotency_key_count_once(
+    client: BatchClient, batch_worker: BatchWorker
+) -> None:
+    """A client that lost the answer sends the same call again: it must learn the groups the first
+    call created (not create more), and an incr or decr must move the counter once."""
+    batch_id = client.create_exact()
+    key = str(uuid.uuid4())
+    first = _post(batch_worker, "/api/v1/batch/exact/items", {"batchId": batch_id, "items": 700}, key)
+    again = _post(batch_worker, "/api/v1/batch/exact/items", {"batchId": batch_id, "items": 700}, key)
+    assert first[0] == 200 and again == first
+    assert client.get_exact(batch_id)["totalItems"] == 700
+    estimated = client.create_estimated(1)
+    incr = f"/api/v1/batch/estimated/{estimated}/incr?by=2"
+    assert _post(batch_worker, incr, {}, key)[1]["pending"] == 3
+    assert _post(batch_worker, incr, {}, key)[1]["pending"] == 3
+    decr, decr_key = {"acks": [{"batchId": estimated, "by": 3}]}, str(uuid.uuid4())
+    assert _post(batch_worker, "/api/v1/batch/estimated/decr", decr, decr_key)[0] == 200
+    assert _post(batch_worker, "/api/v1/batch/estimated/decr", decr, decr_key)[0] == 200
+    assert client.get_estimated(estimated)["pending"] == 0
+    status, answer = _post(batch_worker, incr, {}, "k" * 200)
+    assert status == 400 and "Idempotency-Key" in answer["reason"]
+
+
 def test_error_contract(client: BatchClient, batch_worker: BatchWorker) -> None:
     batch_id = client.create_exact()
     items = client.add_item_ids(batch_id, 10)

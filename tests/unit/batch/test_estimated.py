@@ -29,7 +29,19 @@ def test_close_first_then_last_decrement_completes(store: MemoryStore) -> None:
     assert RULES.close(store, batch.batch_id, 2)[1] is None
     assert RULES.add(store, batch.batch_id, -4, 3)[1] is None
     assert RULES.add(store, batch.batch_id, -1, 4)[1] is not None
+    RULES.confirm_completion(store, batch.batch_id)  # the broker confirmed the event
     assert RULES.add(store, batch.batch_id, -1, 5)[1] is None  # already complete
+
+
+def test_close_then_incr_then_decr_completes_once(store: MemoryStore) -> None:
+    batch = RULES.create(store, 0, None, 0, lambda: str(uuid.uuid4()))
+    assert RULES.close(store, batch.batch_id, 1)[1] is not None  # closed at 0: complete
+    RULES.confirm_completion(store, batch.batch_id)  # the broker confirmed the event
+    after, completion = RULES.add(store, batch.batch_id, 1, 2)
+    assert completion is None and not after.is_complete
+    after, completion = RULES.add(store, batch.batch_id, -1, 3)
+    assert after.is_complete and completion is None, "its completion was confirmed already"
+    assert RULES.close(store, batch.batch_id, 4)[1] is None
 
 
 def test_delete_and_bad_sizes(store: MemoryStore) -> None:

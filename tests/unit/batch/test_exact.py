@@ -40,7 +40,10 @@ def test_ack_before_close_completes_at_close(store: MemoryStore) -> None:
     assert not RULES.get(store, batch_id).is_complete
     closed, completion = RULES.close(store, batch_id, now_ms=4)
     assert closed.is_complete and completion is not None and completion.batch_id == batch_id
-    assert RULES.close(store, batch_id, now_ms=5)[1] is None  # closing again reports no new completion
+    # Until the broker confirmed the event, closing again sends it again (at least once) ...
+    assert RULES.close(store, batch_id, now_ms=5)[1] is not None
+    RULES.confirm_completion(store, batch_id)
+    assert RULES.close(store, batch_id, now_ms=6)[1] is None  # ... and then never again
 
 
 def test_close_before_ack_completes_on_last_ack(store: MemoryStore) -> None:
@@ -51,7 +54,11 @@ def test_close_before_ack_completes_on_last_ack(store: MemoryStore) -> None:
     outcome = RULES.ack(store, group_item_ids(items), 5)  # the first item again, then all the rest
     assert outcome.items_cleared == 129
     assert [(c.batch_id, c.user_key) for c in outcome.completions] == [(batch_id, "foo")]
-    assert RULES.ack(store, group_item_ids(items), 6).completions == ()  # acking again never completes twice
+    # A redelivered last ack (nothing left to clear) sends the completion again while unconfirmed,
+    again = RULES.ack(store, group_item_ids(items[-1:]), 6)
+    assert again.items_cleared == 0 and [c.batch_id for c in again.completions] == [batch_id]
+    RULES.confirm_completion(store, batch_id)
+    assert RULES.ack(store, group_item_ids(items), 7).completions == ()  # never once confirmed
 
 
 def test_closed_batch_refuses_items_and_unknowns_are_404(store: MemoryStore) -> None:
@@ -98,10 +105,14 @@ def test_pending_matches_a_python_set(items: int, rounds: list[list[int]], data:
     pending = set(range(items))
     completions = 0
     for n, picks in enumerate([*rounds, []]):
-        if n == close_at:
-            completions += RULES.close(store, batch_id, n)[1] is not None
+        if n == close_at and RULES.close(store, batch_id, n)[1] is not None:
+            completions += 1
+            RULES.confirm_completion(store, batch_id)  # as BatchService.publish does once sent
         chosen = [i for i in picks if i < items]
-        completions += len(RULES.ack(store, group_item_ids([ids[i] for i in chosen]), n).completions)
+        done = RULES.ack(store, group_item_ids([ids[i] for i in chosen]), n).completions
+        completions += len(done)
+        if done:
+            RULES.confirm_completion(store, batch_id)
         pending -= set(chosen)
         batch = RULES.get(store, batch_id)
         assert batch.pending_items == len(pending)
