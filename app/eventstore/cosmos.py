@@ -18,6 +18,7 @@ from azure.cosmos import exceptions
 from azure.cosmos.aio import ContainerProxy
 
 from app.cosmos import CosmosStore
+from app.crashpoints import crash_point
 from app.eventstore.engine import EventStore, StoreOptions
 from app.eventstore.errors import StoreUnavailable
 from app.eventstore.model import TIP_ID, BatchDocument, TipDocument, parse_batch, parse_tip
@@ -74,9 +75,15 @@ class CosmosStreamStorage:
         if known_etag is not None:
             # Real Cosmos answers 304 (1 RU, no body); the embedded endpoint returns the body.
             conditions = {"etag": known_etag, "match_condition": MatchConditions.IfModified}
+        statuses: list[int] = []
+
+        def hook(response: PipelineResponse[Any, Any]) -> None:
+            self.stats.hook(response)
+            statuses.append(response.http_response.status_code)
+
         try:
             body: dict[str, Any] = await self.container.read_item(
-                TIP_ID, partition_key=stream, raw_response_hook=self.stats.hook, **conditions
+                TIP_ID, partition_key=stream, raw_response_hook=hook, **conditions
             )
         except exceptions.CosmosResourceNotFoundError:
             return None
@@ -84,6 +91,9 @@ class CosmosStreamStorage:
             if exc.status_code == 304:
                 return NOT_MODIFIED
             raise _unavailable(stream, "reading the tip", exc) from exc
+        # The SDK answers a 304 with an empty body, not an exception.
+        if statuses and statuses[-1] == 304:
+            return NOT_MODIFIED
         return parse_tip(body, stream)
 
     async def iter_batches(
@@ -111,6 +121,7 @@ class CosmosStreamStorage:
             raise _unavailable(stream, "querying batches", exc) from exc
 
     async def create_tip(self, tip: TipDocument) -> str:
+        crash_point("eventstore.tip.create")
         try:
             body = await self.container.create_item(
                 tip.to_json(self.compress_unfolds_min_bytes), raw_response_hook=self.stats.hook
@@ -122,6 +133,7 @@ class CosmosStreamStorage:
         return str(body["_etag"])
 
     async def replace_tip(self, tip: TipDocument, expected_etag: str) -> str:
+        crash_point("eventstore.tip.replace")
         try:
             body = await self.container.replace_item(
                 TIP_ID,
@@ -138,6 +150,7 @@ class CosmosStreamStorage:
 
     async def write_batch(self, batch: BatchDocument) -> None:
         body = batch.to_json()
+        crash_point("eventstore.batch.create")
         try:
             await self.container.create_item(body, raw_response_hook=self.stats.hook)
             return
@@ -158,6 +171,7 @@ class CosmosStreamStorage:
             log.info(
                 "stream %s: growing uncommitted batch %d to n=%d", batch.stream, batch.index, batch.next_index
             )
+            crash_point("eventstore.batch.grow")
             await self.container.replace_item(
                 str(batch.index),
                 body,

@@ -43,6 +43,7 @@ ActorEvent = BundlePeeked | BundleDequeued
 class ActorBundles:
     open: tuple[BundleRef, ...] = ()
     dequeued_ids: tuple[str, ...] = ()
+    dequeues: int = 0  # every dequeue ever: a peek computed before one may show acknowledged events
 
     def find(self, bundle_id: str) -> BundleRef | None:
         return next((b for b in self.open if b.bundle_id == bundle_id), None)
@@ -55,6 +56,7 @@ def evolve(state: ActorBundles, event: ActorEvent) -> ActorBundles:
         state,
         open=tuple(b for b in state.open if b.bundle_id != event.bundle_id),
         dequeued_ids=(*state.dequeued_ids, event.bundle_id)[-REMEMBERED_DEQUEUED:],
+        dequeues=state.dequeues + 1,
     )
 
 
@@ -79,14 +81,18 @@ def open_bundle_for(state: ActorBundles, domains: Sequence[str], bundle_id: str 
 
 
 def decide_peek(
-    candidate: BundleRef, domains: Sequence[str]
-) -> Callable[[ActorBundles], tuple[BundleRef, list[ActorEvent]]]:
-    """Record `candidate` unless a concurrent peek opened a bundle for these domains first."""
+    candidate: BundleRef, domains: Sequence[str], dequeues_seen: int
+) -> Callable[[ActorBundles], tuple[BundleRef | None, list[ActorEvent]]]:
+    """Record `candidate` unless a concurrent peek opened a bundle for these domains first (that
+    one is the answer), or a dequeue happened since the candidate was read (None: its events
+    may be acknowledged already, as the seed's commit trigger checks; read again)."""
 
-    def decision(state: ActorBundles) -> tuple[BundleRef, list[ActorEvent]]:
+    def decision(state: ActorBundles) -> tuple[BundleRef | None, list[ActorEvent]]:
         existing = next((b for b in state.open if b.domain in domains), None)
         if existing is not None:
             return existing, []
+        if state.dequeues != dequeues_seen:
+            return None, []
         return candidate, [BundlePeeked(candidate)]
 
     return decision

@@ -7,6 +7,7 @@ import heapq
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ from app.hub.saving import IndexEntry, SavePlan, plan_save
 
 __all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
 
+FIRST_AFTER_PAGE = 20
 MAX_CAS_ATTEMPTS = 50
 MAX_SAVE_PASSES = 5  # plans of one save that may meet index entries they did not know of
 LOOKUP_CONCURRENCY = 64  # index point reads in flight per save
@@ -266,28 +268,33 @@ class HubRepository:
     ) -> Candidate | None:
         ledger = await self._read_ledger_reaped(recipient)
         fence = ledger.fence
-        chosen = await self._next_cabinet(recipient, domains, fence)
-        if chosen is None:
-            return None
-        cabinet, drawers = chosen
-        read = await read_cabinet(
-            self.io,
-            lambda drawer: self.io.events(ledger, drawer.cabinet, drawer.ordinal),
-            [d for d, _ in drawers],
-            builder,
-            fence=fence,
-            is_void=ledger.is_void,
-            parallel_drawers=self.options.parallel_drawers,
-            page_size=self.options.page_size,
-        )
-        if not read.events:
-            return None
+        # A cabinet whose unacknowledged events are all voided (crashed saves) shows nothing:
+        # go on to the next cabinet rather than answer "nothing" for the whole domain.
+        empty: set[CabinetKey] = set()
+        while True:
+            chosen = await self._next_cabinet(recipient, domains, fence, skip=empty)
+            if chosen is None:
+                return None
+            cabinet, drawers = chosen
+            read = await read_cabinet(
+                self.io,
+                lambda drawer: self.io.events(ledger, drawer.cabinet, drawer.ordinal),
+                [d for d, _ in drawers],
+                builder,
+                fence=fence,
+                is_void=ledger.is_void,
+                parallel_drawers=self.options.parallel_drawers,
+                page_size=self.options.page_size,
+            )
+            if read.events:
+                break
+            empty.add(cabinet)
         slices = builder.slices(read.next_seen, {d.drawer_id: (d, etag) for d, etag in drawers})
         ref = BundleRef(bundle_id, cabinet, slices, len(read.events), builder.weight)
         return Candidate(ref, read.events)
 
     async def _next_cabinet(
-        self, recipient: str, domains: Sequence[str], fence: int
+        self, recipient: str, domains: Sequence[str], fence: int, skip: AbstractSet[CabinetKey] = frozenset()
     ) -> tuple[CabinetKey, list[tuple[DrawerState, str]]] | None:
         """The cabinet holding the recipient's oldest visible event: the catalog entry with the smallest
         sequence number, checked against its drawers (stale entries are removed, missing ones added)."""
@@ -302,7 +309,8 @@ class HubRepository:
         for docs in found:
             for doc in docs:
                 entry = catalog_from_doc(doc)
-                by_cabinet.setdefault(entry.cabinet, []).append(entry)
+                if entry.cabinet not in skip:
+                    by_cabinet.setdefault(entry.cabinet, []).append(entry)
         heap = [(min(e.seq for e in entries), False, cabinet) for cabinet, entries in by_cabinet.items()]
         heapq.heapify(heap)
         checked: dict[CabinetKey, list[tuple[DrawerState, str]]] = {}
@@ -395,15 +403,22 @@ class HubRepository:
             await self.io.create(self.io.catalog, catalog_doc(entry))
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:
+        """The first live (not voided) sequence number above `seq` in the drawer, page by page: a
+        crashed save can leave a run of voided events of any length."""
         ledger, _ = await self._read_ledger(drawer.cabinet.recipient)
-        sql = "SELECT TOP 20 c.seq FROM c WHERE c.pk = @pk AND c.seq > @after ORDER BY c.seq"
-        docs = await self.io.query(
-            self.io.events(ledger, drawer.cabinet, drawer.ordinal),
-            sql,
-            drawer.drawer_id,
-            {"@pk": drawer.drawer_id, "@after": seq},
-        )
-        return next((d["seq"] for d in docs if not ledger.is_void(d["seq"])), None)
+        sql = f"SELECT TOP {FIRST_AFTER_PAGE} c.seq FROM c WHERE c.pk = @pk AND c.seq > @after ORDER BY c.seq"
+        after = seq
+        while True:
+            docs = await self.io.query(
+                self.io.events(ledger, drawer.cabinet, drawer.ordinal),
+                sql,
+                drawer.drawer_id,
+                {"@pk": drawer.drawer_id, "@after": after},
+            )
+            live = next((d["seq"] for d in docs if not ledger.is_void(d["seq"])), None)
+            if live is not None or len(docs) < FIRST_AFTER_PAGE:
+                return live
+            after = docs[-1]["seq"]
 
     # ---- Depth ----------------------------------------------------------------------------------
 

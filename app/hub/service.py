@@ -14,16 +14,18 @@ from typing import Any
 
 from app.cosmos import CosmosStore, open_cosmos
 from app.dataavailable import DOMAINS, DataAvailable
-from app.errors import InvalidInput
+from app.errors import InvalidInput, ServiceUnavailable
 from app.hub.actor import decide_dequeue, decide_peek, open_bundle_for
 from app.hub.bundle_stream import EventStoreBundleLog
 from app.hub.bundling import BundleBuilder, BundleRef
 from app.hub.cosmos_io import HubContainers
-from app.hub.errors import BundleNotFound
+from app.hub.errors import BundleIdConflict, BundleNotFound
 from app.hub.model import StoredEvent
 from app.hub.ports import BundleLog
 from app.hub.repository import HubRepository, RepositoryOptions, SaveResult
 from app.settings import Settings
+
+MAX_PEEK_ATTEMPTS = 8
 
 __all__ = ["MessageHub", "PeekedBundle", "SaveResult", "parse_bundle_id", "parse_domains"]
 
@@ -128,25 +130,41 @@ class MessageHub:
         self, actor: str, domains: Sequence[str] = DOMAINS, bundle_id: str | None = None
     ) -> PeekedBundle | None:
         """The actor's open bundle for these domains, else a new one; None when nothing is available."""
-        state = await self.bundle_log.load(actor)
-        existing = open_bundle_for(state, domains, bundle_id)
-        if existing is not None:
-            return PeekedBundle(existing, await self.repository.read_bundle(existing))
-        candidate = await self.repository.next_unacknowledged(
-            actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder()
-        )
-        if candidate is None:
-            return None
-        recorded = await self.bundle_log.decide(actor, decide_peek(candidate.ref, domains))
-        if recorded is candidate.ref:
-            return PeekedBundle(candidate.ref, candidate.events)
-        return PeekedBundle(recorded, await self.repository.read_bundle(recorded))
+        for _ in range(MAX_PEEK_ATTEMPTS):
+            state = await self.bundle_log.load(actor)
+            existing = open_bundle_for(state, domains, bundle_id)
+            if existing is not None:
+                return PeekedBundle(existing, await self.repository.read_bundle(existing))
+            candidate = await self.repository.next_unacknowledged(
+                actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder()
+            )
+            if candidate is None:
+                return None
+            recorded = await self.bundle_log.decide(
+                actor, decide_peek(candidate.ref, domains, state.dequeues)
+            )
+            if recorded is None:
+                continue  # a dequeue came in between: the candidate may hold acknowledged events
+            if recorded is candidate.ref:
+                return PeekedBundle(candidate.ref, candidate.events)
+            if bundle_id is not None and recorded.bundle_id != bundle_id:
+                raise BundleIdConflict(
+                    f"bundle {recorded.bundle_id} was opened by a concurrent peek; dequeue it before"
+                    " peeking with a new bundle id"
+                )
+            return PeekedBundle(recorded, await self.repository.read_bundle(recorded))
+        raise ServiceUnavailable(f"actor {actor}: bundles kept changing during the peek; try again")
 
     async def dequeue(self, actor: str, bundle_id: str) -> None:
-        """Acknowledge the actor's open bundle; BundleNotFound when it has none with this id."""
+        """Acknowledge the actor's open bundle; BundleNotFound when it has none with this id.
+
+        Idempotent: a dequeue repeated after a lost answer finds the bundle among the actor's
+        recently dequeued ones and succeeds again without touching anything."""
         state = await self.bundle_log.load(actor)
         ref = state.find(bundle_id)
         if ref is None:
+            if bundle_id in state.dequeued_ids:
+                return
             raise BundleNotFound(f"no peeked bundle {bundle_id} for this actor")
         await self.repository.acknowledge(ref)
         await self.bundle_log.decide(actor, decide_dequeue(bundle_id))

@@ -95,3 +95,68 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
         await hub.dequeue(actor, bundle.bundle_id)
     assert ids(delivered) == ids(batch)
     await hub.close()
+
+
+async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live_one(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    """A crashed save of 25 events leaves a voided run in the drawer; the dequeue of the bundle
+    before it must find the live events behind the run (it used to look at 20 and call the
+    drawer empty, losing them)."""
+    settings = stack.model_copy(update={"hub_drawer_capacity": 100, "hub_save_lease_s": 2.0})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"void-run-{unique}"
+    first = events(actor, 1)
+    await hub.save(first)
+    bundle = await hub.peek(actor)  # ends at the drawer's end: the dequeue looks for what follows
+    assert bundle is not None and ids(bundle.events) == ids(first)
+
+    async def die(recipient: str, token: str) -> None:
+        raise Crash(token)
+
+    real_release = hub.repository._release
+    hub.repository._release = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await hub.save(events(actor, 26)[1:])  # 25 events, never released
+    hub.repository._release = real_release  # type: ignore[method-assign]
+    ledger, _ = await hub.repository._read_ledger(actor)
+    [dead] = ledger.claims
+    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    later = events(actor, 29)[26:]
+    assert (await hub.save(later)).saved == 3  # voids the dead claim, placed behind its run
+
+    await hub.dequeue(actor, bundle.bundle_id)
+    delivered = []
+    while (bundle := await hub.peek(actor)) is not None:
+        delivered.extend(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert ids(delivered) == ids(later)
+    await hub.close()
+
+
+async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 2.0})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"void-cabinet-{unique}"
+
+    async def die(recipient: str, token: str) -> None:
+        raise Crash(token)
+
+    real_release = hub.repository._release
+    hub.repository._release = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await hub.save(events(actor, 3, message_type="first"))  # its cabinet ends up all void
+    hub.repository._release = real_release  # type: ignore[method-assign]
+    ledger, _ = await hub.repository._read_ledger(actor)
+    [dead] = ledger.claims
+    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    live = events(actor, 5, message_type="second")[3:]
+    assert (await hub.save(live)).saved == 2  # voids the dead claim
+    bundle = await hub.peek(actor)
+    assert bundle is not None, "the second cabinet's events are visible"
+    assert ids(bundle.events) == ids(live)
+    await hub.dequeue(actor, bundle.bundle_id)
+    assert await hub.peek(actor) is None
+    await hub.close()

@@ -88,8 +88,7 @@ async def test_peek_again_returns_the_same_bundle_and_uses_a_supplied_id(
     await hub.dequeue(actor, chosen)
     with pytest.raises(BundleIdConflict):
         await hub.peek(actor, bundle_id=chosen)
-    with pytest.raises(BundleNotFound):
-        await hub.dequeue(actor, chosen)
+    await hub.dequeue(actor, chosen)  # repeated (a lost answer): idempotent
 
 
 async def test_dequeue_of_unknown_or_another_actors_bundle_is_not_found(hub: MessageHub, unique: str) -> None:
@@ -103,6 +102,27 @@ async def test_dequeue_of_unknown_or_another_actors_bundle_is_not_found(hub: Mes
         await hub.dequeue(owner, str(uuid.uuid4()))
     assert await hub.peek(other) is None  # an actor never sees another's data
     await hub.dequeue(owner, bundle.bundle_id)
+
+
+async def test_a_dequeue_repeated_after_a_lost_answer_succeeds_and_changes_nothing(
+    hub: MessageHub, unique: str
+) -> None:
+    actor, other = f"again-{unique}", f"other-{unique}"
+    saved = events(actor, 6)
+    await hub.save(saved)
+    await hub.save(events(other, 1))
+    bundle = await hub.peek(actor)
+    assert bundle is not None
+    await hub.dequeue(actor, bundle.bundle_id)
+    await hub.dequeue(actor, bundle.bundle_id)  # the retry: 200, not 404
+    with pytest.raises(BundleNotFound):  # another actor's dequeued bundle stays not found
+        await hub.dequeue(other, bundle.bundle_id)
+    seen = list(bundle.events)
+    while (nxt := await hub.peek(actor)) is not None:
+        seen.extend(nxt.events)
+        await hub.dequeue(actor, nxt.bundle_id)
+        await hub.dequeue(actor, nxt.bundle_id)
+    assert ids(seen) == ids(saved), "every event once, in order"
 
 
 async def test_idempotent_save_and_conflicting_content(hub: MessageHub, unique: str) -> None:
@@ -158,3 +178,56 @@ async def test_non_bundleable_event_travels_alone(hub: MessageHub, unique: str) 
     await hub.save(saved)
     bundles = await drain(hub, actor)
     assert [ids(b) for b in bundles] == [ids(saved[:2]), ids(saved[2:3]), ids(saved[3:])]
+
+
+async def test_a_slow_peek_overtaken_by_a_peek_and_dequeue_shows_nothing_twice(
+    hub: MessageHub, unique: str
+) -> None:
+    """Peek A reads its candidate; before A records it, peek B records the same events and the
+    actor dequeues them. A must not commit its stale candidate (the events are acknowledged)."""
+    actor = f"slow-{unique}"
+    saved = events(actor, 3)
+    await hub.save(saved)
+    real_next = hub.repository.next_unacknowledged
+    overtaken: list[object] = []
+
+    async def slow_next(*args: object, **kwargs: object) -> object:
+        candidate = await real_next(*args, **kwargs)  # type: ignore[arg-type]
+        if not overtaken:  # the first time only: another peek and dequeue get in between
+            overtaken.append(candidate)
+            hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
+            other = await hub.peek(actor)
+            assert other is not None
+            await hub.dequeue(actor, other.bundle_id)
+        return candidate
+
+    hub.repository.next_unacknowledged = slow_next  # type: ignore[method-assign]
+    shown = await hub.peek(actor)
+    hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
+    assert overtaken, "the interleaving happened"
+    assert shown is None, "the slow peek's events were dequeued meanwhile: nothing to show"
+
+
+async def test_a_supplied_bundle_id_that_loses_the_peek_race_is_a_conflict(
+    hub: MessageHub, unique: str
+) -> None:
+    actor = f"race-{unique}"
+    await hub.save(events(actor, 2))
+    real_next = hub.repository.next_unacknowledged
+    winner: list[str] = []
+
+    async def racing_next(*args: object, **kwargs: object) -> object:
+        candidate = await real_next(*args, **kwargs)  # type: ignore[arg-type]
+        if not winner:
+            hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
+            other = await hub.peek(actor)  # a concurrent peek without an id records its bundle
+            assert other is not None
+            winner.append(other.bundle_id)
+        return candidate
+
+    hub.repository.next_unacknowledged = racing_next  # type: ignore[method-assign]
+    mine = str(uuid.uuid4())
+    with pytest.raises(BundleIdConflict, match=winner[0] if winner else "concurrent"):
+        await hub.peek(actor, bundle_id=mine)
+    hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
+    assert winner

@@ -59,10 +59,23 @@ def test_a_dequeued_bundle_id_cannot_be_reused() -> None:
 def test_concurrent_peek_keeps_the_first_recorded_bundle() -> None:
     first, second = ref(), ref()
     state = evolve(ActorBundles(), BundlePeeked(first))
-    chosen, events = decide_peek(second, ("timeseries",))(state)
+    chosen, events = decide_peek(second, ("timeseries",), 0)(state)
     assert chosen == first and events == []
-    chosen, events = decide_peek(second, ("timeseries",))(ActorBundles())
+    chosen, events = decide_peek(second, ("timeseries",), 0)(ActorBundles())
     assert chosen == second and events == [BundlePeeked(second)]
+
+
+def test_a_peek_read_before_a_dequeue_is_not_recorded() -> None:
+    """A slow peek read its events; meanwhile another peek's bundle was dequeued: the slow
+    candidate may hold acknowledged events, so it is refused (None) and the peek reads again."""
+    first, slow = ref(), ref()
+    before = ActorBundles()
+    after = evolve(evolve(before, BundlePeeked(first)), BundleDequeued(first.bundle_id))
+    assert after.dequeues == before.dequeues + 1
+    chosen, events = decide_peek(slow, ("timeseries",), before.dequeues)(after)
+    assert chosen is None and events == []
+    chosen, events = decide_peek(slow, ("timeseries",), after.dequeues)(after)
+    assert chosen == slow and events == [BundlePeeked(slow)]
 
 
 def test_dequeue_decision_only_for_open_bundles() -> None:
