@@ -18,6 +18,7 @@ from typing import Protocol
 import orjson
 
 from app.batch.acks import ack_records
+from app.crashpoints import crash_point
 from app.dataavailable import DataAvailable, parse
 from app.errors import HubstreamError, InvalidInput, ServiceUnavailable
 from app.subscription.errors import NotAttempted
@@ -132,6 +133,7 @@ class HubSink:
                 return
 
     async def _ack(self, item_ids: list[str]) -> None:
+        crash_point("flow.sink.before_acks")  # saved, not acked: the batch must come again
         self.acks.send(item_ids)
         left = await asyncio.to_thread(self.acks.flush, self.ack_timeout_s)
         if left:

@@ -5,22 +5,23 @@
 2. generate a sample of DataAvailable events (with a few invalid rows) and ingest it with Spark
    under an exact batch;
 3. wait until the batch is complete and the mirror has caught up;
-4. peek and dequeue one bundle for one actor through the HTTP API;
-5. print counts read back from Kafka, Cosmos DB and MySQL (never from in-process counters).
+4. every actor peeks and dequeues until its hub is empty, concurrently, through the HTTP API;
+5. print counts read back from Kafka, MySQL and what the actors saw (never in-process counters).
 Every step is idempotent: a second run reuses the topic, the subscription and the pipeline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jwt
 import orjson
 import pymysql
 import yaml
@@ -28,7 +29,9 @@ from rich.console import Console
 
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
+from app.flow.actors import DrainReport, drain_actors
 from app.kafka.admin import true_end_offsets
+from app.kafka.reading import read_to_end
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
@@ -173,64 +176,62 @@ def _delivered(settings: Settings, options: MainJobOptions) -> tuple[int, int]:
         metadata.close()
 
 
-async def _hub_visible(settings: Settings, recipients: list[str], expected: int) -> int:
-    """Events actors can see (saved and not yet dequeued), summed over recipients, from Cosmos DB,
-    once saves cut short by a crash have been voided.
+def _run_input(settings: Settings, options: MainJobOptions, console: Console) -> Path:
+    """This run's input: the cached sample under a path of its own. Event ids derive from the
+    input file and row, so each run's events are new to the hub and its actors drain them all
+    (the same file again would be recognised as already saved)."""
+    from spark_ingest.sample import SampleSpec, generate
 
-    A worker killed after claiming sequence numbers but before writing leaves a claim that holds
-    its recipient's fence until HUB_SAVE_LEASE_S runs out; the retried save places the events
-    above it, so they become visible only then. Reads again (that long at most) until `expected`.
-    """
-    from app.hub.service import MessageHub
-
-    hub = await MessageHub.open(settings)
-    try:
-        limit = asyncio.Semaphore(8)
-
-        async def one(recipient: str) -> int:
-            async with limit:
-                return sum((await hub.depth(recipient)).values())
-
-        deadline = time.monotonic() + settings.hub_save_lease_s + 30
-        while True:
-            visible = sum(await asyncio.gather(*(one(r) for r in recipients)))
-            if visible >= expected or time.monotonic() > deadline:
-                return visible
-            await asyncio.sleep(5)
-    finally:
-        await hub.close()
+    data = settings.home / "data"
+    sample = data / f"sample-{options.events}-{options.recipients}-{options.invalid}.parquet"
+    if not sample.exists():
+        _say(console, f"generating {options.events:,} events for {options.recipients:,} recipients")
+        generate(SampleSpec(options.events, options.recipients, options.invalid), sample)
+    runs = data / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    for old in runs.glob("run-*.parquet"):
+        old.unlink()
+    run_input = runs / f"run-{uuid.uuid4().hex[:12]}.parquet"
+    os.link(sample, run_input)
+    return run_input
 
 
-def _actor_token(settings: Settings, actor: str) -> str:
-    now = int(time.time())
-    claims = {"sub": actor, "iat": now, "exp": now + 600}
-    return jwt.encode(claims, settings.hub_jwt_secret.get_secret_value(), algorithm="HS256")
+def _completions_seen(settings: Settings, batch_id: str | None) -> int:
+    """Completion events of `batch_id` on BATCH_COMPLETIONS_TOPIC (at least once: consumers dedupe)."""
+    if batch_id is None:
+        return 0
+    key = str(batch_id).encode()
+    return sum(1 for k, _ in read_to_end(settings.bootstrap, settings.batch_completions_topic) if k == key)
 
 
-def _peek_and_dequeue(settings: Settings, actor: str) -> dict[str, Any]:
-    import urllib.request
-
+def _drain(settings: Settings, recipients: list[str], expected: int, console: Console) -> DrainReport:
+    """Every actor peeks and dequeues until empty, concurrently, through the HTTP actor API."""
     base = f"http://127.0.0.1:{settings.web_port}"
-    headers = {"Authorization": f"Bearer {_actor_token(settings, actor)}"}
-    request = urllib.request.Request(f"{base}/api/peek", headers=headers)
-    with urllib.request.urlopen(request, timeout=120) as response:
-        if response.status == 204:
-            return {"actor": actor, "bundle": None}
-        bundle: dict[str, Any] = orjson.loads(response.read())
-    bundle_id = bundle["bundleId"]
-    request = urllib.request.Request(
-        f"{base}/api/dequeue?bundleId={bundle_id}", headers=headers, method="DELETE"
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        dequeued = response.status
-    return {"actor": actor, "bundle": bundle, "dequeue_status": dequeued}
+    secret = settings.hub_jwt_secret.get_secret_value()
+    with console.status("actors draining the hub (Peek/Dequeue over HTTP)") as status:
+
+        def progress(report: DrainReport) -> None:
+            status.update(f"actors draining the hub: {report.drained:,} of {expected:,} events")
+
+        # A worker killed mid-save leaves a claim that hides the retried events for
+        # HUB_SAVE_LEASE_S: the actors keep coming back that long at most.
+        return asyncio.run(
+            drain_actors(
+                base,
+                secret,
+                recipients,
+                expected=expected,
+                deadline_s=settings.hub_save_lease_s + 30,
+                progress=progress,
+            )
+        )
 
 
 def run_main_job(
     settings: Settings, options: MainJobOptions, console: Console | None = None
 ) -> dict[str, Any]:
     from spark_ingest.job import IngestOptions, run_ingest
-    from spark_ingest.sample import SampleSpec, generate, recipient_ids
+    from spark_ingest.sample import recipient_ids
 
     console = console or Console(stderr=True)
     started = time.monotonic()
@@ -244,10 +245,7 @@ def run_main_job(
     _say(console, "starting the MySQL mirror pipeline")
     _pipeline_process(settings, options.topic).start()
 
-    sample = settings.home / "data" / f"sample-{options.events}.parquet"
-    if not sample.exists():
-        _say(console, f"generating {options.events:,} events for {options.recipients:,} recipients")
-        generate(SampleSpec(options.events, options.recipients, options.invalid), sample)
+    sample = _run_input(settings, options, console)
     _say(console, "Spark ingest into data-available under an exact batch (waits for completion)")
     summary = run_ingest(
         IngestOptions(
@@ -269,17 +267,12 @@ def run_main_job(
         console,
     )
     recipients = recipient_ids(options.recipients)
-    _say(console, "reading back what actors can see in the hub")
-    with console.status("reading the hub (waits for interrupted saves to expire, HUB_SAVE_LEASE_S)"):
-        hub_saved = asyncio.run(_hub_visible(settings, recipients, summary.produced))
-    _say(console, f"peek and dequeue one bundle for actor {recipients[0]}")
-    shown = _peek_and_dequeue(settings, recipients[0])
-    bundle = shown["bundle"]
-    if bundle is not None:
-        events = bundle.get("events", [])
-        console.print(
-            f"  bundle {bundle.get('bundleId')}: {len(events)} events, first {events[0] if events else None}"
-        )
+    _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
+    drained = _drain(settings, recipients, summary.produced, console)
+    console.print(
+        f"  {drained.drained:,} events in {drained.bundles:,} bundles, {drained.rate:,.0f} events/s,"
+        f" {drained.duplicates} duplicates, {drained.fifo_violations} out of order"
+    )
     delivered, dead_lettered = _delivered(settings, options)
     return {
         "events_in": summary.rows_read,
@@ -287,8 +280,12 @@ def run_main_job(
         "produced": produced,
         "delivered": delivered - dead_lettered,
         "dead_lettered": dead_lettered,
-        "hub_saved": hub_saved,
+        "hub_saved": drained.drained,
+        "hub_duplicates": drained.duplicates,
+        "hub_out_of_order": drained.fifo_violations,
+        "drain_events_per_s": round(drained.rate, 1),
         "mysql_rows": _mysql_rows(settings, summary.batch_id),
         "batch_complete": bool(summary.batch_complete),
+        "completion_events": _completions_seen(settings, summary.batch_id),
         "seconds": round(time.monotonic() - started, 1),
     }

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import orjson
 import pytest
 
+from app import crashpoints
+from app.crashpoints import InjectedFault
 from app.dataavailable import DataAvailable, deterministic_id
 from app.errors import InvalidInput, ServiceUnavailable
 from app.flow.hub_sink import HubSink
@@ -175,3 +177,14 @@ async def test_a_payload_over_max_payload_bytes_is_refused_even_when_it_parses()
     assert isinstance(outcomes[0], InvalidInput) and not outcomes[0].retriable
     assert "exceeds MAX_PAYLOAD_BYTES=1024" in str(outcomes[0])
     assert outcomes[1] is None and list(hub.saved) == ["b"]
+
+
+async def test_a_crash_between_save_and_acks_fails_the_batch_so_it_comes_again() -> None:
+    hub, acks = MemoryHub(), MemoryAcks()
+    events = [event("a", 0, item(0)), event("a", 1, item(1))]
+    with crashpoints.armed("flow.sink.before_acks"):
+        outcomes = await sink(hub, acks)([message(e) for e in events])
+    assert all(isinstance(o, InjectedFault) for o in outcomes)
+    assert acks.sent == []  # nothing acked: the subscription delivers the batch again
+    assert await sink(hub, acks)([message(e) for e in events]) == [None, None]
+    assert acks.sent == [item(0), item(1)]

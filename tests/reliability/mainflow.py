@@ -1,0 +1,182 @@
+"""Running the main job (`hubstream run`) as a subprocess on its own app id, topics, Cosmos database
+and MySQL database, with its two workers supervised by the test: restarted when they die (killed
+by the test, or by an armed crash point), always without the crash point armed again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pymysql
+import pytest
+
+from app.cosmos import open_cosmos
+from app.settings import Settings
+from app.stack.process import pid_alive, port_open, read_pid
+from app.stack.services import worker_process
+
+RUN_SETTINGS = (
+    "HUBSTREAM_APP_ID",
+    "SUBSCRIPTION_REGISTRY_TOPIC",
+    "COSMOS_DATABASE",
+    "MYSQL_URL",
+    "BROKER_SESSION_TIMEOUT_S",
+    "BROKER_REBALANCE_TIMEOUT_S",
+)
+
+
+def free_base_port() -> int:
+    rng = random.Random()
+    while True:
+        base = rng.randrange(7000, 7900, 20)
+        if not any(port_open("127.0.0.1", base + offset) for offset in (0, 1, 10)):
+            return base
+
+
+@dataclass
+class MainFlowRun:
+    """One `hubstream run` subprocess and what it needs to supervise and check it."""
+
+    stack: Settings
+    unique: str
+    tmp_path: Path
+    events: int
+    recipients: int
+    invalid: int
+    crash_at: str | None = None
+    home: Path = field(init=False)
+    base_port: int = field(init=False)
+    env: dict[str, str] = field(init=False)
+    job: subprocess.Popen[bytes] | None = None
+    restarts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.home = self.tmp_path / "home"
+        self.home.mkdir()
+        self.base_port = free_base_port()
+        unique = self.unique
+        self.env = {
+            **os.environ,
+            "HUBSTREAM_HOME": str(self.home),
+            "WEB_PORT": str(self.base_port),
+            "HUBSTREAM_APP_ID": f"rel-{unique}",
+            "SUBSCRIPTION_REGISTRY_TOPIC": f"__subs-rel-{unique}",
+            "COSMOS_DATABASE": f"rel-{unique}",
+            "MYSQL_URL": f"mysql://root@127.0.0.1:3306/rel_{unique}",
+            "BROKER_SESSION_TIMEOUT_S": "6",
+            "BROKER_REBALANCE_TIMEOUT_S": "6",
+        }
+        if self.crash_at:
+            self.env["HUBSTREAM_CRASH_AT"] = self.crash_at
+
+    @property
+    def err_path(self) -> Path:
+        return self.tmp_path / "run.err"
+
+    def log(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def start(self) -> None:
+        args = ["--events", str(self.events), "--recipients", str(self.recipients)]
+        args += ["--invalid", str(self.invalid), "--topic", f"da-{self.unique}"]
+        args += ["--subscription", f"hub-{self.unique}", "--timeout-s", "600"]
+        with open(self.err_path, "wb") as err:
+            self.job = subprocess.Popen(
+                [sys.executable, "-m", "app.cli.main", "run", *args],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+
+    def running(self) -> bool:
+        return self.job is not None and self.job.poll() is None
+
+    def worker_pid(self, index: int) -> int | None:
+        return read_pid(self.home / "pids" / f"worker-{index}.pid")
+
+    def restart_dead_workers(self) -> None:
+        """Restart a worker whose recorded process died, with this run's settings and no crash point."""
+        for index in (1, 2):
+            pid = self.worker_pid(index)
+            if pid is not None and not pid_alive(pid):
+                self.restart_worker(index)
+
+    def restart_worker(self, index: int) -> None:
+        settings = self.stack.model_copy(update={"home": self.home, "web_port": self.base_port})
+        with pytest.MonkeyPatch.context() as patch:
+            for name in RUN_SETTINGS:
+                patch.setenv(name, self.env[name])
+            patch.delenv("HUBSTREAM_CRASH_AT", raising=False)
+            worker_process(settings, index).start()
+        self.restarts.append(f"worker-{index}")
+
+    def counts(self) -> dict[str, Any]:
+        assert self.job is not None
+        out = self.job.stdout.read().decode() if self.job.stdout else ""
+        assert self.job.returncode == 0, self.log()[-4000:]
+        counts: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
+        return counts
+
+    def assert_consumers_saw_every_event_once(self, counts: dict[str, Any]) -> None:
+        valid = self.events - self.invalid
+        assert counts["events_in"] == self.events
+        assert counts["rejected"] == self.invalid
+        assert counts["produced"] == valid
+        assert counts["dead_lettered"] == 0
+        assert counts["delivered"] == valid
+        assert counts["hub_saved"] == valid, "every valid event drained by its actor: none lost"
+        assert counts["hub_duplicates"] == 0, "no event shown to its actor after its dequeue"
+        assert counts["hub_out_of_order"] == 0, "FIFO per cabinet"
+        assert counts["mysql_rows"] == valid, "each MySQL row once"
+        assert counts["batch_complete"] is True
+        assert counts["completion_events"] >= 1, "the batch completion event is on its topic"
+
+    def cleanup(self) -> None:
+        if self.job is not None and self.job.poll() is None:
+            self.job.kill()
+        subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "stack", "down"], env=self.env, timeout=120, check=False
+        )
+        conn = pymysql.connect(host="127.0.0.1", user="root")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `rel_{self.unique}`")
+        finally:
+            conn.close()
+
+        async def drop_cosmos() -> None:
+            store = await open_cosmos(self.stack, database=f"rel-{self.unique}")
+            try:
+                await store.client.delete_database(store.database.id)
+            finally:
+                await store.close()
+
+        asyncio.run(drop_cosmos())
+
+
+@contextmanager
+def main_flow(
+    stack: Settings,
+    unique: str,
+    tmp_path: Path,
+    *,
+    events: int,
+    recipients: int,
+    invalid: int,
+    crash_at: str | None = None,
+) -> Iterator[MainFlowRun]:
+    run = MainFlowRun(stack, unique, tmp_path, events, recipients, invalid, crash_at)
+    try:
+        run.start()
+        yield run
+    finally:
+        run.cleanup()

@@ -1,0 +1,47 @@
+"""The main flow with one named crash point armed (kill -9 of the process that passes it): the
+test restarts the dead worker (without the point), the flow finishes, and the consumers saw every
+event once: actors through Peek/Dequeue, the MySQL mirror, the batch completion topic.
+
+Each point here is passed on the main flow's path; docs/reliability.md lists them with the
+capability invariants and the capability-level tests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from tests.reliability.mainflow import main_flow
+
+pytestmark = [pytest.mark.reliability, pytest.mark.integration]
+
+EVENTS, RECIPIENTS, INVALID = 3_000, 40, 3
+# (point, hit): a later hit than the first puts the crash in the middle of the flow.
+POINTS = [
+    ("flow.sink.before_acks", 1),
+]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("point", "hit"), POINTS, ids=[p for p, _ in POINTS])
+def test_main_flow_survives_a_crash_at(
+    stack: Settings, unique: str, tmp_path: Path, point: str, hit: int
+) -> None:
+    with main_flow(
+        stack,
+        unique,
+        tmp_path,
+        events=EVENTS,
+        recipients=RECIPIENTS,
+        invalid=INVALID,
+        crash_at=f"{point}:{hit}:kill",
+    ) as run:
+        while run.running():
+            time.sleep(0.5)
+            run.restart_dead_workers()
+        counts = run.counts()
+        print(f"{point}: restarted {run.restarts}; counts: {counts}")
+        assert run.restarts, f"no process crashed at {point}: the point is not on the main flow's path"
+        run.assert_consumers_saw_every_event_once(counts)
