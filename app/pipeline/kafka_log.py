@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from app.crashpoints import crash_point
 from app.errors import InvalidInput, ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
 from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
@@ -129,6 +130,7 @@ class KafkaCommitLog:
 
     async def append(self, entries: Sequence[NewEntry]) -> list[int]:
         loop = asyncio.get_running_loop()
+        crash_point("pipeline.log.append")
         return await loop.run_in_executor(self._executor, self._append_blocking, list(entries))
 
     async def end_offset(self) -> int:

@@ -307,9 +307,18 @@ class CompositeSource(_Threaded):
         self.wait_s = max(wait_s, 0.05)
         self._consumer: Any = None
         self._assigned: set[tuple[str, int]] = set()
+        self._starts: dict[str, int] = {}  # where partitions without a position began (start=latest)
+
+    def _reassign(self, positions: Mapping[str, Any]) -> None:
+        """Back to the positions of the entries the log confirmed. A read that ended (a refused
+        append) left the consumer past entries that never reached the log; they are read again."""
+        if self._consumer is not None and self._assigned:
+            self._consumer.unassign()
+            self._assigned.clear()
+        self._assign_new(positions)
 
     def _assign_new(self, positions: Mapping[str, Any]) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         from app.composite.store import MetadataStore
 
@@ -332,12 +341,13 @@ class CompositeSource(_Threaded):
             for partition in range(storage.partitions):
                 if (storage.name, partition) in self._assigned:
                     continue
-                known = positions.get(f"{storage.name}[{partition}]")
-                offset = (
-                    int(known)
-                    if known is not None
-                    else (OFFSET_END if self.start_latest else OFFSET_BEGINNING)
-                )
+                where = f"{storage.name}[{partition}]"
+                known = positions.get(where, self._starts.get(where))
+                if known is None and self.start_latest:
+                    # Pin "latest" to an offset, so that a read started again begins at the same place.
+                    _, known = self._consumer.get_watermark_offsets(TopicPartition(storage.name, partition))
+                    self._starts[where] = int(known)
+                offset = int(known) if known is not None else OFFSET_BEGINNING
                 new.append(TopicPartition(storage.name, partition, offset))
                 self._assigned.add((storage.name, partition))
         if new:
@@ -375,7 +385,8 @@ class CompositeSource(_Threaded):
 
     async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
         positions = dict(resume.get(self.namespace, ReaderState()).position)
-        refresh_at = 0.0
+        await self._run(self._reassign, positions)
+        refresh_at = time.monotonic() + self.settings.metadata_refresh_s
         while True:
             if time.monotonic() >= refresh_at:
                 await self._run(self._assign_new, positions)

@@ -1,0 +1,78 @@
+"""A commit-log append the broker refuses must not lose source messages: the composite reader goes
+back to the positions the log confirmed and reads the refused entries again. Before, the reader's
+consumer kept its own position: with one refused append, 20 of 50 messages never reached the log
+and the saved reader position moved past them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.crashpoints import armed
+from app.pipeline.engine import PipelineRuntime
+from app.pipeline.kafka_log import KafkaCommitLog, read_log_range
+from app.pipeline.memory import MemoryStateStore
+from app.pipeline.readers import CompositeSource
+from app.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = 50
+
+
+async def wait_for(predicate: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.timeout(180)
+def test_every_source_message_reaches_the_log_after_a_refused_append(
+    stack: Settings, metadata: MetadataStore, unique: str
+) -> None:
+    name = f"refused-{unique}"
+    metadata.create(name, 2)
+    with CompositeProducer(stack, name, store=metadata) as producer:
+        for i in range(MESSAGES):
+            producer.produce(f"g{i % 7}", {"id": f"m{i}", "i": i})
+    log = KafkaCommitLog(stack.bootstrap, f"refused-log-{unique}")
+    log.ensure_topic()
+    source = CompositeSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)
+
+    async def scenario() -> dict[str, int]:
+        engine = PipelineRuntime(
+            name=name,
+            log_=log,
+            store=MemoryStateStore(),
+            source=source,
+            writers={},
+            writer_states={},
+            reader_states={},
+            batch_size=10,
+            source_retry_s=0.1,
+        )
+        with armed("pipeline.log.append", nth=2, action="raise") as point:
+            await engine.start()
+
+            async def caught_up() -> bool:
+                state = engine.readers.get(name)
+                return state is not None and sum(int(v) for v in state.position.values()) >= MESSAGES
+
+            await wait_for(caught_up, 60, "the reader to confirm every source message")
+            assert point.fired, "the second append was refused"
+        positions = {k: int(v) for k, v in engine.readers[name].position.items()}
+        await engine.stop()
+        await log.close()
+        return positions
+
+    positions = asyncio.run(scenario())
+    entries = read_log_range(stack.bootstrap, log.topic, 0, 10_000)
+    ids = sorted({entry.value.data["id"] for entry in entries}, key=lambda s: int(s[1:]))
+    assert ids == [f"m{i}" for i in range(MESSAGES)], "every source message is in the log"
+    assert sum(positions.values()) == MESSAGES
