@@ -138,13 +138,11 @@ class MysqlSink(_Threaded):
         return _Step(f"DELETE FROM {self.table} WHERE {where}", keys)
 
     def _upsert_steps(self, run: list[Message], backslash_escapes: bool) -> Iterator[_Step]:
-        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
         if self.columns:
-            by_columns[tuple(self.columns)] = [m.data for m in run]
+            groups = [(tuple(self.columns), [m.data for m in run])]
         else:
-            for m in run:
-                by_columns.setdefault(tuple(m.data), []).append(m.data)
-        for columns, rows in by_columns.items():
+            groups = _groups_keeping_key_order(run, self.key)
+        for columns, rows in groups:
             values = row_values(columns, rows, backslash_escapes)
             for sql in upsert_statements(self.table, self.key, columns, values):
                 yield _Step(sql)
@@ -379,3 +377,24 @@ def build_sink(kind: str, settings: Settings, options: Mapping[str, Any]) -> Any
     if kind == "jsonl":
         return JsonlSink(options)
     raise InvalidDefinition(f"unknown writer type {kind!r}")
+
+
+def _groups_keeping_key_order(
+    run: Sequence[Message], key: Sequence[str]
+) -> list[tuple[tuple[str, ...], list[Mapping[str, Any]]]]:
+    """Upserts grouped by their set of columns (one multi-row statement each), in an order that
+    writes every version of a row after the versions before it: a row joins the newest group of its
+    columns only if no later group holds its key; otherwise it starts a new group."""
+    groups: list[tuple[tuple[str, ...], list[Mapping[str, Any]]]] = []
+    newest: dict[tuple[str, ...], int] = {}  # columns -> index of their newest group
+    last_of_key: dict[tuple[Any, ...], int] = {}  # row key -> index of the group holding its newest version
+    for message in run:
+        columns = tuple(message.data)
+        row_key = tuple(_sql_value(message.data.get(k)) for k in key)
+        at = newest.get(columns)
+        if at is None or last_of_key.get(row_key, -1) > at:
+            at = newest[columns] = len(groups)
+            groups.append((columns, []))
+        groups[at][1].append(message.data)
+        last_of_key[row_key] = at
+    return groups

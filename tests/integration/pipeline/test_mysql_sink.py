@@ -103,3 +103,27 @@ async def test_the_bulk_handed_over_after_a_failed_one_is_not_written(
         assert set(rows(mysql, table)) == {"first", "later"}
     finally:
         await sink.close()
+
+
+async def test_versions_of_a_row_with_other_columns_are_written_in_order(
+    stack: Settings, mysql: Conn, table: str
+) -> None:
+    """Without `columns`, rows are grouped by their set of columns; a row's versions must still be
+    written in log order. Before, v1 and v3 (same columns) went into one statement and v2 after
+    it, so the row ended as v2."""
+    sink = MysqlSink(stack, {"table": table})
+    try:
+        await sink.write(
+            [
+                upsert({"id": "k", "text": "v1", "n": 1}),
+                upsert({"id": "k", "text": "v2", "n": 2, "doc": "d2"}),
+                upsert({"id": "other", "text": "o", "n": 0}),
+                upsert({"id": "k", "text": "v3", "n": 3}),
+            ]
+        )
+    finally:
+        await sink.close()
+    got = rows(mysql, table)
+    assert got["k"][:2] == ("v3", 3), "the newest version of the row wins"
+    assert got["k"][4] == "d2", "a column only an older version set keeps its value"
+    assert got["other"][:2] == ("o", 0)
