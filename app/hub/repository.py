@@ -13,6 +13,7 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
+from app.crashpoints import crash_point
 from app.dataavailable import DataAvailable
 from app.errors import ServiceUnavailable
 from app.hub.bundling import BundleBuilder, BundleRef
@@ -112,7 +113,7 @@ class HubRepository:
             if await self._write_index(recipient, plan.to_place, allocation, index):
                 await asyncio.gather(
                     *(
-                        self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p)
+                        self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p, ledger)
                         for p in allocation.placements
                     )
                 )
@@ -191,32 +192,45 @@ class HubRepository:
         )
         return all(results)
 
-    async def _write_placement(self, events_container: ContainerProxy, placement: Placement) -> None:
-        """Events first, then the drawer (so a drawer never promises events that are not written)."""
+    async def _write_placement(
+        self, events_container: ContainerProxy, placement: Placement, ledger: Ledger
+    ) -> None:
+        """Events first, then the drawer (so a drawer never promises events that are not written),
+        then the catalog entry a Peek finds the drawer by."""
         docs = [event_doc(s) for s in placement.events]
+        crash_point("hub.save.events")
         await self.io.bulk_create(events_container, placement.drawer_id, docs)
-        catalog_seq = await self._record_in_drawer(placement)
+        drawer, catalog_seq = await self._record_in_drawer(placement)
+        if catalog_seq is None and drawer.unacked_from is not None and ledger.is_void(drawer.unacked_from):
+            # The save that set the drawer's first unacknowledged event died before creating its
+            # catalog entry (that event is void now): without the entry no Peek reaches the drawer.
+            catalog_seq = drawer.unacked_from
         if catalog_seq is not None:
             entry = CatalogEntry(placement.cabinet, placement.drawer_id, catalog_seq)
-            await self.io.create(self.io.catalog, catalog_doc(entry))
+            crash_point("hub.save.catalog")
+            await self.io.create(self.io.catalog, catalog_doc(entry))  # exists already: fine
 
-    async def _record_in_drawer(self, placement: Placement) -> int | None:
-        """Apply the placement to its drawer document under If-Match; the catalog seq if one is due."""
+    async def _record_in_drawer(self, placement: Placement) -> tuple[DrawerState, int | None]:
+        """Apply the placement to its drawer document under If-Match: the drawer as written, and
+        the catalog seq if one is due."""
         empty = DrawerState(placement.drawer_id, placement.cabinet, placement.ordinal)
         if placement.new_drawer:
             drawer, catalog_seq = save_into_drawer(empty, placement)
+            crash_point("hub.save.drawer")
             if await self.io.create(self.io.drawers, drawer_doc(drawer)):
-                return catalog_seq
+                return drawer, catalog_seq
         for _ in range(MAX_CAS_ATTEMPTS):
             current = await self.io.read(self.io.drawers, placement.drawer_id, placement.cabinet.value)
             if current is None:
                 drawer, catalog_seq = save_into_drawer(empty, placement)
+                crash_point("hub.save.drawer")
                 if await self.io.create(self.io.drawers, drawer_doc(drawer)):
-                    return catalog_seq
+                    return drawer, catalog_seq
                 continue
             drawer, catalog_seq = save_into_drawer(drawer_from_doc(current), placement)
+            crash_point("hub.save.drawer")
             if await self.io.replace_if_match(self.io.drawers, drawer_doc(drawer), current["_etag"]):
-                return catalog_seq
+                return drawer, catalog_seq
         raise ServiceUnavailable(f"drawer {placement.drawer_id} kept changing; save not finished")
 
     async def _release(self, recipient: str, token: str) -> None:

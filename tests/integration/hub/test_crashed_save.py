@@ -9,6 +9,7 @@ import time
 import pytest
 
 from app.cosmos import CosmosStore
+from app.crashpoints import InjectedFault, armed
 from app.hub import MessageHub
 from app.hub.errors import SaveInProgress
 from app.settings import Settings
@@ -159,4 +160,30 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
     assert ids(bundle.events) == ids(live)
     await hub.dequeue(actor, bundle.bundle_id)
     assert await hub.peek(actor) is None
+    await hub.close()
+
+
+@pytest.mark.parametrize("point", ["hub.save.catalog", "hub.save.drawer", "hub.save.events"])
+async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
+    stack: Settings, cosmos: CosmosStore, unique: str, point: str
+) -> None:
+    """A save that fails at one of its writes (here: before the catalog entry, after the drawer
+    promised its events) is retried once its lease expired. The retry lands in the same drawer,
+    whose first unacknowledged event is the dead save's; before, no catalog entry was ever made
+    for it and no Peek reached the retried events."""
+    settings = stack.model_copy(update={"hub_drawer_capacity": 100, "hub_save_lease_s": 2.0})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"failed-{point.rsplit('.', 1)[1]}-{unique}"
+    batch = events(actor, 6)
+    with armed(point, nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(batch)
+    ledger, _ = await hub.repository._read_ledger(actor)
+    [dead] = ledger.claims
+    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    assert (await hub.save(batch)).saved == 6
+    delivered = []
+    while (bundle := await hub.peek(actor)) is not None:
+        delivered.extend(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert ids(delivered) == ids(batch), "each event peeked once, in order"
     await hub.close()
