@@ -27,6 +27,7 @@ def register(app: faust.App, settings: Settings) -> None:
         log.info("no PIPELINE_FILE: no pipeline in this worker")
         return
     host = PipelineHost(settings, load_definition(settings.pipeline_file))
+    app.pipeline_host = host  # type: ignore[attr-defined]  # its exit_code, for `pipeline run`
     # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
     # (app.kafka.faust_compat); Faust's recovery consistency check stays on.
     table = offsets_table(app)

@@ -81,7 +81,16 @@ def run(file: Path, loglevel: str, exit_when_idle: bool) -> None:
     ensure_topics(settings, topics)
     app = create_app(settings, capabilities=["agents.pipelines"])
     # web host/port come from the app's configuration (Worker() takes no web_port argument).
-    Worker(app, loglevel=loglevel).execute_from_commandline()
+    try:
+        Worker(app, loglevel=loglevel).execute_from_commandline()
+    except SystemExit as done:
+        host = getattr(app, "pipeline_host", None)
+        if done.code in (0, None) and host is not None and host.exit_code:
+            click.echo(
+                f"pipeline {definition.name}: stopped idle with a failed writer (see status)", err=True
+            )
+            raise SystemExit(host.exit_code) from None
+        raise
 
 
 @pipeline.command("status")

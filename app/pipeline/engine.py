@@ -124,6 +124,10 @@ class PipelineRuntime:
             with contextlib.suppress(Exception):
                 await self.source.close()
 
+    def failed_writers(self) -> list[str]:
+        """Writers stopped by a failure (a bulk or replay their sink refused), by name."""
+        return [n for n, s in self.slots.items() if not s.running and (s.state.failed or s.stopped_at)]
+
     async def idle(self) -> bool:
         """True when the source is finished and every writer is stopped or at the end of the log."""
         if not self.flags.source_done:

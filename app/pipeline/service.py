@@ -21,7 +21,9 @@ from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, wr
 from app.pipeline.writers import build_sink
 from app.settings import Settings
 
-__all__ = ["PipelineHost", "ensure_topics", "freeze_startup_heap"]
+WRITER_FAILED_EXIT = 3  # `pipeline run --exit-when-idle` when a writer stopped on a failure
+
+__all__ = ["WRITER_FAILED_EXIT", "PipelineHost", "ensure_topics", "freeze_startup_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class PipelineHost:
         self.runtime: PipelineRuntime | None = None
         self.applied_offset = -1
         self._commit_log: KafkaCommitLog | None = None
+        self.exit_code = 0  # for --exit-when-idle: non-zero when a writer stopped on a failure
 
     # -- the control agent's body --------------------------------------------------
     async def apply(self, table: MutableMapping[str, Any], record: Any, offset: int) -> None:
@@ -159,7 +162,12 @@ class PipelineHost:
         while True:
             await asyncio.sleep(0.5)
             if self.settings.pipeline_exit_when_idle and await runtime.idle():
-                log.info("pipeline %s idle: stopping", definition.name)
+                failed = runtime.failed_writers()
+                if failed:
+                    self.exit_code = WRITER_FAILED_EXIT
+                    log.error("pipeline %s idle with failed writer(s) %s: stopping", definition.name, failed)
+                else:
+                    log.info("pipeline %s idle: stopping", definition.name)
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
 

@@ -1,0 +1,67 @@
+"""`hubstream pipeline run --exit-when-idle` says whether everything reached every writer: exit 0
+when all writers caught up, non-zero with a message when a writer stopped on a failure (before,
+it exited 0 either way, so a script could not tell)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from app.pipeline.service import WRITER_FAILED_EXIT
+from app.settings import Settings
+
+from .support import HUBSTREAM, free_port
+
+pytestmark = pytest.mark.integration
+
+TRANSFORM = """
+def refuse_poison(message):
+    if message.data.get("poison"):
+        raise ValueError(f"poison message {message.data['id']}")
+    return message
+"""
+
+
+def run_idle(tmp_path: Path, name: str, poison: bool) -> subprocess.CompletedProcess[bytes]:
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [{"id": f"d{i}", **({"poison": True} if poison and i == 5 else {})} for i in range(10)]
+    source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    (tmp_path / "transforms.py").write_text(TRANSFORM)
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(
+        f"name: {name}\nbatch_size: 4\nbatch_wait_s: 0.05\n"
+        f"reader: {{type: jsonl, path: {source}, namespace: docs}}\n"
+        "writers:\n"
+        f"  - {{name: file, type: jsonl, path: {target}, transforms: ['transforms.py:refuse_poison']}}\n"
+    )
+    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "WEB_PORT": str(free_port())}
+    return subprocess.run(
+        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
+        env=env,
+        capture_output=True,
+        timeout=240,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_exit_when_idle_is_non_zero_when_a_writer_failed(
+    stack: Settings, unique: str, tmp_path: Path
+) -> None:
+    done = run_idle(tmp_path, f"idle-bad-{unique}", poison=True)
+    assert done.returncode == WRITER_FAILED_EXIT, done.stderr.decode()[-3000:]
+    assert b"failed writer" in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_exit_when_idle_is_zero_when_every_writer_caught_up(
+    stack: Settings, unique: str, tmp_path: Path
+) -> None:
+    done = run_idle(tmp_path, f"idle-ok-{unique}", poison=False)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    lines = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    written = [line["data"]["id"] for line in lines if line["op"] == "insert"]
+    assert written == [f"d{i}" for i in range(10)]
