@@ -51,6 +51,10 @@ class PipelineHost:
         self.applied_offset = -1
         self._commit_log: KafkaCommitLog | None = None
         self.exit_code = 0  # for --exit-when-idle: non-zero when a writer stopped on a failure
+        # Between reading the offsets table and the runtime running, operator marks wait here:
+        # written to the table then, they would be lost (the runtime already read it).
+        self._starting = False
+        self._queued_marks: list[tuple[str, int]] = []
 
     # -- the control agent's body --------------------------------------------------
     async def apply(self, table: MutableMapping[str, Any], record: Any, offset: int) -> None:
@@ -66,6 +70,8 @@ class PipelineHost:
                 offset_to = int(record["offset"])
                 if self.runtime is not None:
                     await self.runtime.mark(str(writer), offset_to)
+                elif self._starting:
+                    self._queued_marks.append((str(writer), offset_to))
                 else:
                     state = WriterState.from_json(table.get(writer_key(str(writer))))
                     table[writer_key(str(writer))] = state.marked(offset_to).to_json()
@@ -115,6 +121,7 @@ class PipelineHost:
     async def run(self, table: MutableMapping[str, Any]) -> None:
         definition = self.definition
         await self._drain_control()
+        self._starting = True
         writers, readers = split_states({str(k): v for k, v in table.items()})
         for name, state in writers.items():
             log.info(
@@ -153,6 +160,15 @@ class PipelineHost:
         freeze_startup_heap()
         await runtime.start()
         self.runtime = runtime
+        self._starting = False
+        for writer, offset in self._queued_marks:
+            try:
+                await runtime.mark(writer, offset)
+            except Exception as exc:  # an operator typo must not stop the pipeline
+                log.error(
+                    "pipeline %s: mark of %s at offset=%d failed: %s", definition.name, writer, offset, exc
+                )
+        self._queued_marks.clear()
         log.info(
             "pipeline %s running: %s[0] from offset=%d",
             definition.name,
