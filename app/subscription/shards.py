@@ -5,7 +5,6 @@ offset-reset rules. Pure functions over composite-topic values.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from app.composite.model import CompositeTopic, StorageTopic, check_partition_count
@@ -74,8 +73,13 @@ def check_shardable(
 ) -> None:
     """Every storage topic still to be read must split evenly and keep groups in their shard.
 
-    Shard-consistent routing keeps a group in one shard when the shard count divides every
-    storage topic's partition count and K chains (K > 1, or P unchanged).
+    A topic routes a group by `route`: partition K*(h mod B) + (h div P) mod K, with base
+    B = P/K. With S shards of P/S partitions each, the shard is (h mod B) div (B/S) when S divides
+    B: the same in every topic of one base. So across the topics read, groups keep their shard
+    when S is 1, or every topic routes alike (same P and K), or all share one base that S divides.
+    (S dividing each P is not enough: 4 -> 12 -> 24 partitions with 3 shards moves groups.)
+    tests/unit/subscription/test_shards.py checks this rule against brute force for every pair
+    of storage topics up to 24 partitions.
     """
     topics = topic.storage_topics[from_idx : None if upto_idx is None else upto_idx + 1]
     for storage in topics:
@@ -84,11 +88,22 @@ def check_shardable(
                 f"shard count {shard_count} does not divide the {storage.partitions} partitions of "
                 f"{storage.name}: choose a shard count that divides it"
             )
-    for prev, cur in itertools.pairwise(topics):
-        if shard_count > 1 and cur.k == 1 and cur.partitions != prev.partitions:
+    if shard_count == 1 or len({(t.partitions, t.k) for t in topics}) <= 1:
+        return
+    first = topics[0]
+    for storage in topics:
+        base = storage.partitions // storage.k
+        if base != first.partitions // first.k:
             raise InvalidSubscription(
-                f"{cur.name} has K=1 after {prev.name}: groups change shards there; "
+                f"{storage.name} ({storage.partitions} partitions, K={storage.k}) does not scale from "
+                f"{first.name} ({first.partitions} partitions, K={first.k}): groups change shards there; "
                 "change the shard count to 1 or drain the topics before it first"
+            )
+        if base % shard_count:
+            raise InvalidSubscription(
+                f"shard count {shard_count} does not divide the base partition count {base} of "
+                f"{storage.name} (partitions / K): groups change shards between its storage topics; "
+                "choose a shard count that divides it"
             )
 
 

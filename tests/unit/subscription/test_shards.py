@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.composite.model import CompositeTopic
-from app.composite.routing import group_hash
+from app.composite.model import CompositeTopic, StorageTopic
+from app.composite.routing import group_hash, shard_of_partition
 from app.subscription.errors import InvalidSubscription
 from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
 from app.subscription.shards import (
@@ -109,3 +112,51 @@ def test_subscription_validation_and_json() -> None:
         Subscription("bad name", "t", EndpointSpec("callable", "noop"))
     with pytest.raises(InvalidSubscription):
         RetryPolicy(max_attempts=0)
+
+
+def _shards(storage: StorageTopic, shard_count: int, period: int) -> list[int]:
+    return [shard_of_partition(storage.route(h), shard_count, storage.partitions) for h in range(period)]
+
+
+def test_the_rule_matches_brute_force_for_every_chain_up_to_24_partitions() -> None:
+    """Every chain of up to three storage topics (each of an allowed 1-24 partitions, K as the composite
+    topic sets it), every range of two or more of them read by a subscription, every shard count
+    dividing their partition counts: `check_shardable` accepts exactly when every group hash keeps
+    its shard across the range (compared over a whole period of both routings)."""
+    keeps: dict[tuple[int, int, int, int, int], bool] = {}
+
+    def same_shards(a: StorageTopic, b: StorageTopic, count: int) -> bool:
+        key = (a.partitions, a.k, b.partitions, b.k, count)
+        if key not in keeps:
+            period = math.lcm(a.partitions * a.k, b.partitions * b.k)
+            fa, fb = _shards(a, count, a.partitions * a.k), _shards(b, count, b.partitions * b.k)
+            keeps[key] = all(fa[h % len(fa)] == fb[h % len(fb)] for h in range(period))
+        return keeps[key]
+
+    allowed = [n for n in range(1, 25) if n in (1, 2, 3) or n % 4 == 0 or n % 6 == 0]
+    cases = moving = 0
+    for first, *later in itertools.product(allowed, repeat=3):
+        topic = CompositeTopic.create("t", first)
+        for size, _ in zip(later, range(2), strict=False):
+            topic = topic.add_storage_topic(size)
+        chain = topic.storage_topics
+        for lo, hi in ((0, 1), (1, 2), (0, 2)):
+            sizes = [t.partitions for t in chain[lo : hi + 1]]
+            for count in range(1, min(sizes) + 1):
+                if any(size % count for size in sizes):
+                    continue
+                truth = all(same_shards(chain[lo], t, count) for t in chain[lo + 1 : hi + 1])
+                assert chain_keeps_shards(topic, count, lo, hi) == truth, (chain[lo : hi + 1], count, truth)
+                cases += 1
+                moving += not truth
+    print(f"{cases} (chain range, shard count) cases up to 24 partitions, {moving} move groups: all refused")
+    assert moving > 0
+
+
+def test_scaling_4_12_24_with_3_shards_is_refused_from_the_second_topic() -> None:
+    """3 divides 12 and 24, but not their base 4: groups would change shard between them."""
+    topic = CompositeTopic.create("t", 4).add_storage_topic(12).add_storage_topic(24)
+    assert [t.k for t in topic.storage_topics] == [1, 3, 6]
+    with pytest.raises(InvalidSubscription, match="base partition count 4"):
+        check_shardable(topic, 3, from_idx=1)
+    check_shardable(topic, 2)  # 2 divides the base: every group keeps its shard
