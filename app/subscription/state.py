@@ -90,6 +90,9 @@ class GroupState:
     dlq: QueueState = QueueState()
     # Main position of the group's oldest failed message waiting in RQ; later ones queue behind it.
     retry_head: Position | None = None
+    # RQ position of the retry head's newest copy. A copy read from RQ beyond it means the head's
+    # copy will never be read (RQ fast-forwarded or expired past it): the head is gone.
+    retry_head_at: Position | None = None
     # Highest main position already handled (delivered, sidelined or dead-lettered): MQ replays
     # after a crash at or below it are skipped. Valid for MQ reset generation `generation` only.
     handled: Position | None = None
@@ -116,6 +119,7 @@ class GroupState:
             "rq": {"p": ms(self.rq.p), "c": ms(self.rq.c)},
             "dlq": {"p": ms(self.dlq.p), "c": ms(self.dlq.c)},
             "retry_head": None if self.retry_head is None else list(self.retry_head),
+            "retry_head_at": None if self.retry_head_at is None else list(self.retry_head_at),
             "handled": None if self.handled is None else list(self.handled),
             "generation": self.generation,
             "rq_max_main": None if self.rq_max_main is None else list(self.rq_max_main),
@@ -134,6 +138,7 @@ class GroupState:
             rq=QueueState(ms(data["rq"]["p"]), ms(data["rq"]["c"])),
             dlq=QueueState(ms(data["dlq"]["p"]), ms(data["dlq"]["c"])),
             retry_head=pos(data.get("retry_head")),
+            retry_head_at=pos(data.get("retry_head_at")),
             handled=pos(data.get("handled")),
             generation=int(data.get("generation", 0)),
             # States written before rq_max_main existed: every RQ write counts as out of order.
@@ -165,6 +170,7 @@ def decide_retry(state: GroupState | None, main: Position, internal: Position, o
         return Action.DELIVER
     if state.rq.c is not None and internal <= state.rq.c.internal:
         return Action.SKIP
+    state = _without_lost_head(state, internal)
     if is_blocked(state, on_dlq):
         return Action.FOLLOW_TO_DLQ
     if state.retry_head is not None and main > state.retry_head:
@@ -181,9 +187,19 @@ def _handled(state: GroupState, main: Position, generation: int) -> GroupState:
     return state
 
 
+def _without_lost_head(state: GroupState, read_at: Position) -> GroupState:
+    """RQ is read in order: a copy read beyond the retry head's newest copy means that copy was
+    skipped (an operator's fast-forward, or retention); the head will never come, so later
+    messages stop queueing behind it (they would be sidelined again and again, forever)."""
+    if state.retry_head is None or state.retry_head_at is None or read_at <= state.retry_head_at:
+        return state
+    return replace(state, retry_head=None, retry_head_at=None)
+
+
 def _read_from_rq(state: GroupState, read: MessageState | None) -> GroupState:
     if read is None:
         return state
+    state = _without_lost_head(state, read.internal)
     rq = state.rq.consumed(read)
     if not rq.pending:
         return replace(state, rq=rq, rq_max_main=None, rq_late=())
@@ -209,7 +225,7 @@ def on_delivered(
         return None
     new = _handled(_read_from_rq(state, read_from_rq), main, generation)
     if new.retry_head == main:
-        new = replace(new, retry_head=None)
+        new = replace(new, retry_head=None, retry_head_at=None)
     return new
 
 
@@ -225,8 +241,10 @@ def on_sidelined(
     """The broker confirmed the message in RQ at `written`; `failed` when it was a delivery failure."""
     new = _read_from_rq(state or GroupState(generation=generation), read_from_rq)
     new = _handled(_written_to_rq(new, written), main, generation)
-    if failed:
-        new = replace(new, retry_head=main if new.retry_head is None else min(new.retry_head, main))
+    if failed and (new.retry_head is None or main < new.retry_head):
+        new = replace(new, retry_head=main, retry_head_at=written.internal)
+    elif new.retry_head == main:  # the head failed again, or was sidelined again: its newest copy
+        new = replace(new, retry_head_at=written.internal)
     return new
 
 
@@ -241,7 +259,7 @@ def on_dead_lettered(
     new = _read_from_rq(state or GroupState(generation=generation), read_from_rq)
     new = _handled(replace(new, dlq=new.dlq.produced(written)), main, generation)
     if new.retry_head == main:
-        new = replace(new, retry_head=None)
+        new = replace(new, retry_head=None, retry_head_at=None)
     return new
 
 

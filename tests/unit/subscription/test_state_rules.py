@@ -54,6 +54,29 @@ def test_message_behind_a_failed_head_is_residelined() -> None:
     assert decide_retry(s, (0, 1), (0, 0), OnDlq.BLOCK_GROUP) is Action.SKIP  # already consumed copy
 
 
+def test_a_retry_head_skipped_in_rq_stops_holding_its_group() -> None:
+    """RQ fast-forwarded (or expired) past the failed head's copy: the first later copy read
+    shows the head will never come, so it is delivered and the group runs freely again. Before,
+    the head stayed in the state and every later message was sidelined again, forever."""
+    s = on_sidelined(None, (0, 1), MessageState(0, 1, 0, 10), failed=True)
+    s = on_sidelined(s, (0, 2), MessageState(0, 2, 0, 11), failed=False)
+    assert s.retry_head == (0, 1) and s.retry_head_at == (0, 10)
+    # RQ moved past offset 10: the copy at 11 is read next
+    assert decide_retry(s, (0, 2), (0, 11), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    s = on_delivered(s, (0, 2), MessageState(0, 2, 0, 11))
+    assert s is not None and s.retry_head is None and not s.rq.pending
+    assert decide_main(s, (0, 3), OnDlq.BLOCK_GROUP) is Action.DELIVER
+
+
+def test_a_head_sidelined_again_keeps_holding_its_group_until_its_newest_copy() -> None:
+    s = on_sidelined(None, (0, 1), MessageState(0, 1, 0, 0), failed=True)
+    s = on_sidelined(s, (0, 2), MessageState(0, 2, 0, 1), failed=False)
+    s = on_sidelined(s, (0, 1), MessageState(0, 1, 0, 2), failed=True, read_from_rq=MessageState(0, 1, 0, 0))
+    assert s.retry_head_at == (0, 2)
+    # the head's newest copy comes later in RQ: the copy at 1 queues behind it again
+    assert decide_retry(s, (0, 2), (0, 1), OnDlq.BLOCK_GROUP) is Action.SIDELINE
+
+
 def test_dlq_blocks_or_skips_per_policy() -> None:
     s = on_dead_lettered(None, (0, 4), MessageState(0, 4, 0, 0))
     assert decide_main(s, (0, 5), OnDlq.BLOCK_GROUP) is Action.FOLLOW_TO_DLQ
