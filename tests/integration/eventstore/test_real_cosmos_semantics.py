@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from app.cosmos import CosmosStore, open_cosmos
-from app.eventstore import Cache, CosmosEventStore, Snapshot, StoreOptions, open_event_store
+from app.eventstore import Cache, Snapshot, StoreOptions, open_event_store
 from app.eventstore.errors import StoreUnavailable
 from app.settings import Settings
 from tests.support.cosmos_semantics import CosmosSemantics
@@ -31,17 +32,19 @@ async def real(stack: Settings, unique: str) -> AsyncIterator[tuple[CosmosSemant
     await store.close()
 
 
-async def events_store(cosmos: CosmosStore, unique: str) -> CosmosEventStore:
-    return await open_event_store(cosmos, container=f"es-{unique}", options=StoreOptions(max_events_in_tip=4))
+async def favorites(cosmos: CosmosStore, unique: str) -> tuple[Any, str]:
+    """The Favorites category (snapshots, cached) on a fresh container, and a stream name."""
+    store = await open_event_store(
+        cosmos, container=f"es-{unique}", options=StoreOptions(max_events_in_tip=4)
+    )
+    return store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache()), f"Favorites-{unique}"
 
 
 async def test_a_cached_reread_of_an_unchanged_stream_is_a_304_not_a_corrupt_stream(
     real: tuple[CosmosSemantics, CosmosStore], unique: str
 ) -> None:
     transport, cosmos = real
-    store = await events_store(cosmos, unique)
-    cat = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
-    stream = f"Favorites-{unique}"
+    cat, stream = await favorites(cosmos, unique)
     await cat.transact(stream, fav.Add(1, "one", NOW))
     loaded = await cat.load(stream)  # cached etag: If-None-Match, answered 304
     assert transport.answered.get(304, 0) >= 1
@@ -54,9 +57,7 @@ async def test_a_throttled_write_is_retried_by_the_sdk_after_x_ms_retry_after_ms
     real: tuple[CosmosSemantics, CosmosStore], unique: str
 ) -> None:
     transport, cosmos = real
-    store = await events_store(cosmos, unique)
-    cat = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
-    stream = f"Favorites-{unique}"
+    cat, stream = await favorites(cosmos, unique)
     await cat.transact(stream, fav.Add(1, "one", NOW))
     transport.fail_next(429, count=2, method="PUT", retry_after_ms=20)
     await cat.transact(stream, fav.Add(2, "two", NOW))
@@ -79,9 +80,7 @@ async def test_a_failed_or_unanswered_write_surfaces_retriable_and_a_retry_adds_
     real: tuple[CosmosSemantics, CosmosStore], unique: str, status: int, method: str, applied: bool
 ) -> None:
     transport, cosmos = real
-    store = await events_store(cosmos, unique)
-    cat = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
-    stream = f"Favorites-{unique}"
+    cat, stream = await favorites(cosmos, unique)
     await cat.transact(stream, fav.Add(1, "one", NOW))
     transport.fail_next(status, count=1, method=method, applied=applied)
     try:
@@ -99,9 +98,7 @@ async def test_throttling_that_outlasts_the_sdk_retries_is_a_retriable_store_err
     real: tuple[CosmosSemantics, CosmosStore], unique: str
 ) -> None:
     transport, cosmos = real
-    store = await events_store(cosmos, unique)
-    cat = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
-    stream = f"Favorites-{unique}"
+    cat, stream = await favorites(cosmos, unique)
     transport.fail_next(429, count=1000, method="POST")
     with pytest.raises(StoreUnavailable) as caught:
         await cat.transact(stream, fav.Add(1, "one", NOW))
@@ -115,10 +112,8 @@ async def test_a_stale_etag_412_re_decides_on_the_winners_events(
     real: tuple[CosmosSemantics, CosmosStore], unique: str
 ) -> None:
     _, cosmos = real
-    store = await events_store(cosmos, unique)
-    stream = f"Favorites-{unique}"
-    first = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
-    second = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
+    first, stream = await favorites(cosmos, unique)
+    second, _ = await favorites(cosmos, unique)  # another writer with its own cache
     await first.transact(stream, fav.Add(1, "one", NOW))
     await second.load(stream)  # caches version 1
     await first.transact(stream, fav.Add(2, "two", NOW))
