@@ -10,6 +10,7 @@ import pytest
 
 from app.cosmos import CosmosStore
 from app.crashpoints import InjectedFault, armed
+from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.hub.errors import SaveInProgress
 from app.settings import Settings
@@ -18,6 +19,21 @@ from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
 
 class Crash(Exception):
     """Stands in for the worker dying between writing and releasing its claim."""
+
+
+async def save_dying_before_release(hub: MessageHub, batch: list[DataAvailable]) -> None:
+    """A save that writes everything and dies before releasing its claim (a killed worker)."""
+
+    async def die(recipient: str, token: str) -> None:
+        raise Crash(token)
+
+    real_release = hub.repository._release
+    hub.repository._release = die  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Crash):
+            await hub.save(batch)
+    finally:
+        hub.repository._release = real_release  # type: ignore[method-assign]
 
 
 async def test_crashed_save_is_voided_and_retried_exactly_once(
@@ -30,14 +46,7 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
     await hub.save(before)
     batch = events(actor, 7)
 
-    async def die(recipient: str, token: str) -> None:
-        raise Crash(token)
-
-    real_release = hub.repository._release
-    hub.repository._release = die  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        await hub.save(batch)
-    hub.repository._release = real_release  # type: ignore[method-assign]
+    await save_dying_before_release(hub, batch)
 
     with pytest.raises(SaveInProgress):  # the claim still holds its lease: retry later
         await hub.save(batch)
@@ -112,14 +121,7 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
     bundle = await hub.peek(actor)  # ends at the drawer's end: the dequeue looks for what follows
     assert bundle is not None and ids(bundle.events) == ids(first)
 
-    async def die(recipient: str, token: str) -> None:
-        raise Crash(token)
-
-    real_release = hub.repository._release
-    hub.repository._release = die  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        await hub.save(events(actor, 26)[1:])  # 25 events, never released
-    hub.repository._release = real_release  # type: ignore[method-assign]
+    await save_dying_before_release(hub, events(actor, 26)[1:])  # 25 events, never released
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
@@ -142,14 +144,8 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"void-cabinet-{unique}"
 
-    async def die(recipient: str, token: str) -> None:
-        raise Crash(token)
-
-    real_release = hub.repository._release
-    hub.repository._release = die  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        await hub.save(events(actor, 3, message_type="first"))  # its cabinet ends up all void
-    hub.repository._release = real_release  # type: ignore[method-assign]
+    first_cabinet = events(actor, 3, message_type="first")
+    await save_dying_before_release(hub, first_cabinet)  # its cabinet ends up all void
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
