@@ -157,6 +157,9 @@ class Subscription:
     # Bumped by change-shards and offset resets: runners of an older epoch stop and rebuild.
     epoch: int = 0
     version: int = 0
+    # Set once by `create`: a subscription deleted and created again under the same name is a new
+    # one, with its own consumer group and group states (none of the old one's come back).
+    incarnation: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -176,7 +179,13 @@ class Subscription:
 
     @property
     def consumer_group(self) -> str:
-        return f"hubstream-sub-{self.name}"
+        return f"hubstream-sub-{self.state_scope}"
+
+    @property
+    def state_scope(self) -> str:
+        """What its group states are keyed by: the name, and the incarnation when it has one
+        (`.` cannot be part of a name, so no two subscriptions share a scope)."""
+        return f"{self.name}.{self.incarnation}" if self.incarnation else self.name
 
     def internal_partitions(self, requested: int | None) -> int:
         """RQ/DLQ partitions: a multiple of shard_count that is an allowed partition count."""
@@ -201,6 +210,7 @@ class Subscription:
             "status": self.status.value,
             "epoch": self.epoch,
             "version": self.version,
+            "incarnation": self.incarnation,
             "rq_topic": self.rq_topic,
             "dlq_topic": self.dlq_topic,
         }
@@ -218,6 +228,7 @@ class Subscription:
                 status=Status(data.get("status", "stopped")),
                 epoch=int(data.get("epoch", 0)),
                 version=int(data.get("version", 0)),
+                incarnation=str(data.get("incarnation", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidSubscription(f"bad subscription definition: {exc!r}") from exc

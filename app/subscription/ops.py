@@ -5,6 +5,7 @@ lag and DLQ listing. Synchronous (confluent-kafka); run by `hubstream subscripti
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -47,7 +48,16 @@ def create(
         raise SubscriptionExists(f"subscription {name!r} already exists")
     mq = metadata.get(topic)
     check_shardable(mq, shard_count)
-    sub = Subscription(name, topic, endpoint, shard_count, retry or RetryPolicy(), on_dlq, Status.STOPPED)
+    sub = Subscription(
+        name,
+        topic,
+        endpoint,
+        shard_count,
+        retry or RetryPolicy(),
+        on_dlq,
+        Status.STOPPED,
+        incarnation=uuid.uuid4().hex[:12],
+    )
     # RQ/DLQ start with T0's partition count, so their routing stays shard-consistent with MQ.
     partitions = sub.internal_partitions(mq.storage_topics[0].partitions)
     metadata.create(sub.rq_topic, partitions, exist_ok=True)

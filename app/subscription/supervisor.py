@@ -103,7 +103,7 @@ class Supervisor:
             return shard_of_group(group_id, current, sub.shard_count) == shard
 
         slot = slot_of(sub.name, shard, self.settings.subscription_shard_slots)
-        states = await self.table.open_shard(sub.name, sub.epoch, slot, owns)
+        states = await self.table.open_shard(sub.state_scope, sub.epoch, slot, owns)
         _close: Callable[[], Awaitable[None]]
         if sub.endpoint.kind == "batch":
             runner = ShardRunner(

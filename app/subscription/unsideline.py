@@ -49,7 +49,7 @@ def unsideline(
         )
     wait_stopped(registry, name, 30.0)
     changelog = changelog_topic(settings.app_id)
-    latest = scan_states(settings.bootstrap, changelog, settings.subscription_shard_slots, name)
+    latest = scan_states(settings.bootstrap, changelog, settings.subscription_shard_slots, sub.state_scope)
     states = {g: GroupState.from_json(v["s"]) for g, (_e, _slot, v) in latest.items()}
     dlq_topic = metadata.get(sub.dlq_topic)
     records: dict[tuple[str, int, int], Any] = {}
@@ -90,9 +90,8 @@ def unsideline(
             else slot_of(name, shard_of_group(group, mq, sub.shard_count), settings.subscription_shard_slots)
         )
         value = orjson.dumps({"e": sub.epoch, "s": new.to_json()})
-        producer.produce(
-            changelog, key=state_key(name, group), value=value, partition=slot, on_delivery=on_delivery
-        )
+        key = state_key(sub.state_scope, group)
+        producer.produce(changelog, key=key, value=value, partition=slot, on_delivery=on_delivery)
     producer.flush(30)
     if errors:
         raise ServiceUnavailable(f"{changelog}: state write failed: {errors[0]}")
