@@ -188,10 +188,13 @@ def _handled(state: GroupState, main: Position, generation: int) -> GroupState:
 
 
 def _without_lost_head(state: GroupState, read_at: Position) -> GroupState:
-    """RQ is read in order: a copy read beyond the retry head's newest copy means that copy was
-    skipped (an operator's fast-forward, or retention); the head will never come, so later
-    messages stop queueing behind it (they would be sidelined again and again, forever)."""
-    if state.retry_head is None or state.retry_head_at is None or read_at <= state.retry_head_at:
+    """RQ is read in order: a copy read beyond the retry head's newest copy, in the same RQ storage
+    topic, means that copy was skipped (an operator's fast-forward, or retention); the head will
+    never come, so later messages stop queueing behind it (they would be sidelined again and
+    again, forever). Copies in a later storage topic (fed there after a shard change) say nothing
+    about the head's copy, which may be fed behind them."""
+    head_at = state.retry_head_at
+    if state.retry_head is None or head_at is None or read_at[0] != head_at[0] or read_at <= head_at:
         return state
     return replace(state, retry_head=None, retry_head_at=None)
 

@@ -218,3 +218,11 @@ def test_a_busy_failing_group_is_delivered_in_main_order(messages, schedule, pol
     _check_order_and_completeness(shard, messages, allow_duplicates=False)
     state = shard.states.get("a")
     assert state is None or (not state.rq.pending and state.rq_late == ())  # drained: nothing kept
+
+
+def test_a_copy_in_a_later_rq_storage_topic_does_not_free_the_head() -> None:
+    """After a shard change old RQ copies are fed into a new storage topic; the head's own copy
+    may come after a follower's there, so a copy from another storage topic frees nothing."""
+    s = on_sidelined(None, (0, 1), MessageState(0, 1, 0, 10), failed=True)
+    s = on_sidelined(s, (0, 2), MessageState(0, 2, 0, 11), failed=False)
+    assert decide_retry(s, (0, 2), (1, 0), OnDlq.BLOCK_GROUP) is Action.SIDELINE
