@@ -63,7 +63,10 @@ async def test_a_recreated_subscription_reads_its_own_retry_copies(
     produce(old_life)
     sub = ops.create(registry, metadata, name, topic, EndpointSpec("callable", "x"), retry=retry)
     endpoint = FailsOnce(set(old_life))  # every message goes through RQ once: RQ offsets get committed
-    async with running_shards(stack, sub, metadata, endpoint=endpoint, states=MemoryStates()):
+    # The group-state table keeps states by scope, and outlives a delete like the real table does.
+    table: dict[str, MemoryStates] = {}
+    states = table.setdefault(sub.state_scope, MemoryStates())
+    async with running_shards(stack, sub, metadata, endpoint=endpoint, states=states):
         await wait_until(lambda: sorted(endpoint.delivered) == sorted(old_life), 30, "the first life")
 
     registry.delete(name)
@@ -73,7 +76,8 @@ async def test_a_recreated_subscription_reads_its_own_retry_copies(
     new_life = ["g0:new", "g1:new"]
     produce(new_life)
     endpoint = FailsOnce({"g0:new"})  # its copy is the first record of the re-created RQ
-    async with running_shards(stack, again, metadata, endpoint=endpoint, states=MemoryStates()):
+    states = table.setdefault(again.state_scope, MemoryStates())
+    async with running_shards(stack, again, metadata, endpoint=endpoint, states=states):
         await wait_until(lambda: set(new_life) <= set(endpoint.delivered), 30, "the retried message")
     assert sorted(endpoint.delivered) == sorted(old_life + new_life), (
         "a new subscription reads MQ from its start"
