@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from app.composite.errors import InvalidPayload
 from app.composite.model import CompositeTopic, check_group_id
@@ -235,6 +235,8 @@ class AsyncCompositeProducer:
                 break
             except BufferError:
                 await asyncio.sleep(0.05)
+            except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
+                raise ProduceFailed(f"{topic}[{partition}]: {exc.args[0] if exc.args else exc}") from exc
         return await future
 
     async def close(self) -> None:

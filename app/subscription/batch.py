@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from app.subscription.delivery import Delivery, Item
+from app.subscription.delivery import Delivery, Item, run_together
 from app.subscription.endpoints import BatchSink
 from app.subscription.errors import EndpointUnavailable
 from app.subscription.state import Action, GroupState, on_delivered
@@ -87,7 +87,7 @@ class BatchDelivery:
             if chosen:
                 batch[group] = chosen
 
-        await asyncio.gather(*(plan(g) for g in slow))
+        await run_together(plan(g) for g in slow)
         if not batch:
             return [i for g in deferred.values() for i in g]
         outcomes = await self._call([i for g in batch.values() for i in g])
@@ -119,7 +119,7 @@ class BatchDelivery:
                 again[group] = later
                 return
 
-        await asyncio.gather(*(settle(*t) for t in troubled))
+        await run_together(settle(*t) for t in troubled)
         nxt: list[Item] = []
         for group in by_group:
             nxt += again.get(group, []) + deferred.get(group, [])

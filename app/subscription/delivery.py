@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ from app.subscription.state import (
     on_skipped,
 )
 
-__all__ = ["UNDECODABLE_GROUP", "Delivery", "Item", "ProduceTo", "ShardStates", "ShardStats"]
+__all__ = ["UNDECODABLE_GROUP", "Delivery", "Item", "ProduceTo", "ShardStates", "ShardStats", "run_together"]
 
 log = logging.getLogger(__name__)
 UNDECODABLE_GROUP = "__undecodable__"
@@ -275,7 +275,7 @@ class Delivery:
                 for item in group_items:
                     await self.handle(item)
 
-        await asyncio.gather(*(run_group(g) for g in by_group.values()))
+        await run_together(run_group(g) for g in by_group.values())
 
     async def handle(self, item: Item) -> None:
         if item.undecodable:
@@ -292,6 +292,17 @@ class Delivery:
             await self.failed(item, exc)
             return
         self.delivered(item)
+
+
+async def run_together(work: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run concurrently, all or none: a failure that is not an endpoint's (RQ/DLQ not confirmed)
+    cancels the rest and is raised as itself; nothing is committed and the poll comes again."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coroutine in work:
+                group.create_task(coroutine)
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from failed
 
 
 def _now_ms() -> int:

@@ -1,0 +1,47 @@
+"""A failure that is not the endpoint's (the broker did not confirm an RQ copy) ends the poll:
+the shard's other group deliveries are cancelled, not left running while the shard restarts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import ConsumerRecord
+
+from app.composite.producer import ProduceFailed
+from app.settings import Settings
+from app.subscription.delivery import Delivery, Item, ShardStats
+from app.subscription.errors import EndpointUnavailable
+from app.subscription.memory import MemoryStates
+from app.subscription.model import EndpointSpec, Subscription
+from app.subscription.records import InternalMeta, SubscriptionMessage
+from app.subscription.state import MessageState
+
+
+def record(group: str, offset: int) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord("mq.0", 0, offset, 0, 0, group.encode(), b"x", None, 1, 1, [])
+
+
+async def test_an_unconfirmed_rq_copy_cancels_the_other_groups_of_the_poll() -> None:
+    sub = Subscription("s", "mq", EndpointSpec("http", "http://127.0.0.1:1/"))
+    slow_started, slow_cancelled = asyncio.Event(), asyncio.Event()
+
+    async def endpoint(message: SubscriptionMessage) -> None:
+        if message.group_id == "failing":
+            await slow_started.wait()
+            raise EndpointUnavailable("503")
+        slow_started.set()
+        try:
+            await asyncio.Event().wait()  # an endpoint that takes its time
+        except asyncio.CancelledError:
+            slow_cancelled.set()
+            raise
+
+    async def produce_to(queue: str, group: str, rec: object, meta: InternalMeta) -> MessageState:
+        raise ProduceFailed(f"{queue}: not confirmed")
+
+    delivery = Delivery(Settings(), sub, MemoryStates(), ShardStats(), produce_to, 0, endpoint)
+    items = [Item(record("failing", 0), "failing", 0, False), Item(record("slow", 1), "slow", 0, False)]
+    with pytest.raises(ProduceFailed):
+        await asyncio.wait_for(delivery.process(items), 10)
+    assert slow_cancelled.is_set(), "the other group's delivery was cancelled before the poll ended"
