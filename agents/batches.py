@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import faust
 
-from app.batch.ack_handler import apply_ack_record
+from app.batch.ack_handler import AckRecord, apply_ack_record
 from app.batch.service import BatchService
 from app.batch.views import BatchApi, register_views
 from app.settings import Settings
@@ -37,9 +37,8 @@ def register(app: faust.App, settings: Settings) -> None:
         async for events in stream.take_events(100, within=0.05):
             for event in events:
                 msg = event.message
-                await apply_ack_record(
-                    service, acks_topic, dlq_topic, msg.partition, msg.offset, msg.key, msg.value, msg.headers
-                )
+                record = AckRecord(msg.partition, msg.offset, msg.key, msg.value, msg.headers)
+                await apply_ack_record(service, acks_topic, dlq_topic, record)
             await service.flush()
 
     async def on_recovered() -> None:

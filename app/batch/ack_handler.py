@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ from app.batch.service import BatchService
 from app.crashpoints import crash_point
 from app.errors import HubstreamError, InvalidInput
 
-__all__ = ["apply_ack_record", "handle_ack_record", "send_confirmed"]
+__all__ = ["AckRecord", "apply_ack_record", "handle_ack_record", "send_confirmed"]
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +53,25 @@ async def send_confirmed(topic: Any, **record: Any) -> None:
     await pending
 
 
-async def handle_ack_record(
-    service: BatchService,
-    acks_topic: Any,
-    dlq_topic: Any,
-    partition: int,
-    offset: int,
-    key: Any,
-    value: Any,
-    headers: Any = None,
-) -> int:
+@dataclass(frozen=True, slots=True)
+class AckRecord:
+    """One record of the ack topic, as the agent read it."""
+
+    partition: int
+    offset: int
+    key: Any
+    value: Any
+    headers: Any = None
+
+
+async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: Any, record: AckRecord) -> int:
     """Apply the acks of one record; returns the number of items newly cleared.
 
     Acks for batches of another partition are forwarded there once; a bad record (not JSON, bad
     ids, unknown batch or item) goes to the dead-letter topic with the reason in its headers.
     """
-    where = f"{acks_topic.get_topic_name()}[{partition}] offset={offset}"
+    partition, key, value = record.partition, record.key, record.value
+    where = f"{acks_topic.get_topic_name()}[{partition}] offset={record.offset}"
     try:
         body = orjson.loads(value) if isinstance(value, bytes | str) else value
         ids = body.get("batchItemIds") if isinstance(body, dict) else None
@@ -88,7 +92,7 @@ async def handle_ack_record(
         return cleared
     except (BatchNotFound, ItemNotFound) as exc:
         now_ms = int(time.time() * 1000)
-        first_seen_ms = _first_seen_ms(headers) or now_ms
+        first_seen_ms = _first_seen_ms(record.headers) or now_ms
         if now_ms - first_seen_ms >= UNKNOWN_GRACE_S * 1000:
             return await _dead_letter(dlq_topic, key, value, where, exc)
         await asyncio.sleep(RETRY_UNKNOWN_S)
@@ -106,9 +110,7 @@ async def handle_ack_record(
         # otherwise the partition is not (or no longer) assigned here: re-queue the record to it
         # (acks are idempotent) at once, so that a rebalance is never held up waiting for us.
         if service.recovering() and await service.wait_ready(partition, READY_WAIT_S):
-            return await handle_ack_record(
-                service, acks_topic, dlq_topic, partition, offset, key, value, headers
-            )
+            return await handle_ack_record(service, acks_topic, dlq_topic, record)
         await send_confirmed(acks_topic, key=key, value=value, partition=partition)
         log.warning("%s: batch table partition %d not served here; record re-queued", where, partition)
         return 0
@@ -128,30 +130,19 @@ async def _dead_letter(dlq_topic: Any, key: Any, value: Any, where: str, exc: Ex
     return 0
 
 
-async def apply_ack_record(
-    service: BatchService,
-    acks_topic: Any,
-    dlq_topic: Any,
-    partition: int,
-    offset: int,
-    key: Any,
-    value: Any,
-    headers: Any = None,
-) -> int:
+async def apply_ack_record(service: BatchService, acks_topic: Any, dlq_topic: Any, record: AckRecord) -> int:
     """`handle_ack_record`, tried again (backoff up to 30 s) until it went through: an error out of
     the agent would let Faust acknowledge the record, and with it the rest of its batch."""
     delay_s = 0.2
     while True:
         try:
-            return await handle_ack_record(
-                service, acks_topic, dlq_topic, partition, offset, key, value, headers
-            )
+            return await handle_ack_record(service, acks_topic, dlq_topic, record)
         except Exception:
             log.exception(
                 "%s[%d] offset=%d: ack record not handled; trying again in %.1f s",
                 acks_topic.get_topic_name(),
-                partition,
-                offset,
+                record.partition,
+                record.offset,
                 delay_s,
             )
         await asyncio.sleep(delay_s)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from app import crashpoints
-from app.batch.ack_handler import FIRST_SEEN_HEADER, UNKNOWN_GRACE_S, apply_ack_record
+from app.batch.ack_handler import FIRST_SEEN_HEADER, UNKNOWN_GRACE_S, AckRecord, apply_ack_record
 from app.batch.errors import ItemNotFound, PartitionNotReady
 from app.batch.exact import AckOutcome
 from app.batch.ids import GroupAcks
@@ -86,26 +86,26 @@ VALUE = orjson.dumps({"batchItemIds": [f"8:{GROUP}:0", f"8:{GROUP}:1"]})
 
 async def test_a_record_for_a_partition_served_here_is_applied() -> None:
     service, acks, dlq = FakeService({0}), FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 2  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 2  # type: ignore[arg-type]
     assert acks.sent == [] and dlq.sent == []
 
 
 async def test_a_record_whose_partition_is_not_served_here_is_requeued_and_confirmed() -> None:
     service, acks, dlq = FakeService(set()), FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 0  # type: ignore[arg-type]
     assert acks.sent == [{"key": b"8", "value": VALUE, "partition": 0}]
     assert acks.confirmed == 1, "re-queued and confirmed by the broker before the record counts as handled"
 
 
 async def test_a_send_that_fails_is_tried_again_not_raised_out_of_the_agent() -> None:
     service, acks, dlq = FakeService(set()), FakeTopic("batch-acks", fail_sends=2), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 0  # type: ignore[arg-type]
     assert acks.confirmed == 1
 
 
 async def test_a_bad_record_is_dead_lettered_with_its_reason_and_confirmed() -> None:
     service, acks, dlq = FakeService({0}), FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", b"not json") == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", b"not json")) == 0  # type: ignore[arg-type]
     assert dlq.confirmed == 1
     assert dlq.sent[0]["headers"]["source"] == b"batch-acks[0] offset=5"
 
@@ -113,7 +113,7 @@ async def test_a_bad_record_is_dead_lettered_with_its_reason_and_confirmed() -> 
 async def test_a_crash_point_failure_on_the_requeue_is_tried_again() -> None:
     service, acks, dlq = FakeService(set()), FakeTopic("batch-acks"), FakeTopic("dlq")
     with crashpoints.armed("batch.ack_record.send", nth=1, action="raise") as trigger:
-        assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 0  # type: ignore[arg-type]
+        assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 0  # type: ignore[arg-type]
     assert trigger.fired and trigger.hits == 2
     assert acks.confirmed == 1
 
@@ -121,21 +121,13 @@ async def test_a_crash_point_failure_on_the_requeue_is_tried_again() -> None:
 async def test_an_unknown_item_group_is_requeued_with_when_it_was_first_seen() -> None:
     service = FakeService({0}, restored_after=1)
     acks, dlq = FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 0  # type: ignore[arg-type]
     assert dlq.sent == [] and acks.confirmed == 1
     [requeued] = acks.sent
     first_seen = requeued["headers"][FIRST_SEEN_HEADER]
     # The copy comes back (now restored here, or read by the partition's new owner): applied.
-    again = await apply_ack_record(
-        service,  # type: ignore[arg-type]
-        acks,
-        dlq,
-        0,
-        6,
-        b"8",
-        VALUE,
-        [(FIRST_SEEN_HEADER, first_seen)],
-    )
+    copy = AckRecord(0, 6, b"8", VALUE, [(FIRST_SEEN_HEADER, first_seen)])
+    again = await apply_ack_record(service, acks, dlq, copy)  # type: ignore[arg-type]
     assert again == 2 and dlq.sent == []
 
 
@@ -144,7 +136,7 @@ async def test_an_unknown_item_group_past_the_grace_period_is_dead_lettered() ->
     acks, dlq = FakeTopic("batch-acks"), FakeTopic("dlq")
     long_ago = str(int(time.time() * 1000) - int(UNKNOWN_GRACE_S * 1000) - 1).encode()
     headers = [(FIRST_SEEN_HEADER, long_ago)]
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE, headers) == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE, headers)) == 0  # type: ignore[arg-type]
     assert b"ItemNotFound" in dlq.sent[0]["headers"]["reason"]
     assert acks.sent == []
 
@@ -152,13 +144,13 @@ async def test_an_unknown_item_group_past_the_grace_period_is_dead_lettered() ->
 async def test_a_record_waits_while_this_worker_recovers_its_partitions() -> None:
     service = FakeService({0}, in_recovery=True)
     acks, dlq = FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 2  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 2  # type: ignore[arg-type]
     assert service.waits == 1 and acks.sent == []
 
 
 async def test_a_record_of_a_partition_not_assigned_here_is_requeued_without_waiting() -> None:
     service = FakeService(set())
     acks, dlq = FakeTopic("batch-acks"), FakeTopic("dlq")
-    assert await apply_ack_record(service, acks, dlq, 0, 5, b"8", VALUE) == 0  # type: ignore[arg-type]
+    assert await apply_ack_record(service, acks, dlq, AckRecord(0, 5, b"8", VALUE)) == 0  # type: ignore[arg-type]
     assert service.waits == 0, "a rebalance waits for the agent: never hold a revoked record"
     assert acks.confirmed == 1
