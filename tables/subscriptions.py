@@ -21,6 +21,7 @@ from typing import Any
 import faust
 import orjson
 
+from app.crashpoints import crash_point
 from app.settings import Settings
 from app.subscription.state import GroupState
 from app.subscription.statelog import TABLE_NAME, scan_states, state_key
@@ -40,18 +41,26 @@ class SlotStates:
         self.slot = slot
         self.states: dict[str, GroupState] = {}
         self.missed_on_recovery = 0
+        self._in_flight: list[Any] = []  # changelog sends not yet confirmed by Kafka
 
     def get(self, group_id: str) -> GroupState | None:
         return self.states.get(group_id)
 
     def put(self, group_id: str, state: GroupState) -> None:
+        crash_point("subscription.state.write")
         self.states[group_id] = state
-        self.table.write(
-            self.slot, state_key(self.subscription, group_id), {"e": self.epoch, "s": state.to_json()}
+        self._in_flight.append(
+            self.table.write(
+                self.slot, state_key(self.subscription, group_id), {"e": self.epoch, "s": state.to_json()}
+            )
         )
 
     async def flush(self) -> None:
+        """Return once Kafka confirmed every state written so far; raise when it refused one (the
+        shard then stops without committing offsets, and its restart reads the changelog again)."""
         await self.table.flush()
+        sent, self._in_flight = self._in_flight, []
+        await asyncio.gather(*sent)
 
 
 class GroupStateTable:
@@ -71,12 +80,15 @@ class GroupStateTable:
     def changelog(self) -> str:
         return str(self.table.changelog_topic.get_topic_name())
 
-    def write(self, slot: int, key: bytes, value: dict[str, Any]) -> None:
+    def write(self, slot: int, key: bytes, value: dict[str, Any]) -> Any:
+        """Send the record to the slot's changelog partition; the returned future resolves when
+        Kafka confirmed it. (RocksDB is a cache here: shards load from the changelog.)"""
         raw = orjson.dumps(value)
-        self.table.send_changelog(slot, key, raw, key_serializer="raw", value_serializer="raw")
+        sent = self.table.send_changelog(slot, key, raw, key_serializer="raw", value_serializer="raw")
         local = self._local(slot)
         if local is not None:
             local.put(key, raw)
+        return sent
 
     async def flush(self) -> None:
         await self.app.producer.flush()

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ServiceUnavailable
 
-__all__ = ["KafkaAdmin", "TopicSpec", "true_end_offsets"]
+__all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "true_end_offsets"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,16 @@ class KafkaAdmin:
             return [tp.offset if tp.offset >= 0 else -1 for tp in tps]
         finally:
             consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
+    """The consumer group's committed offset of each partition (0 where it has none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        return [max(tp.offset, 0) for tp in got]
+    finally:
+        consumer.close()
 
 
 def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> list[int]:

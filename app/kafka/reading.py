@@ -1,16 +1,16 @@
-"""Read a topic from its beginning to its current end, with a deadline."""
+"""Read partitions from chosen offsets to the end they had when the read began, with a deadline."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
 
-__all__ = ["read_to_end"]
+__all__ = ["read_from", "read_to_end"]
 
 
 def read_to_end(
@@ -18,6 +18,27 @@ def read_to_end(
 ) -> Iterator[tuple[bytes | None, bytes]]:
     """Every (key, value) of `topic` from offset 0 to the end it had when called, partition after
     partition; raises ServiceUnavailable when the broker does not hand them over in `timeout_s`."""
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "hubstream-read-to-end"})
+    try:
+        meta = probe.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    finally:
+        probe.close()
+    if meta is None or meta.error is not None:
+        return
+    starts = {(topic, p): 0 for p in sorted(meta.partitions)}
+    for msg in read_from(bootstrap, starts, timeout_s=timeout_s):
+        yield msg.key(), msg.value()
+
+
+def read_from(
+    bootstrap: str, starts: Mapping[tuple[str, int], int], *, timeout_s: float = 30.0
+) -> Iterator[Message]:
+    """The records of each (topic, partition) from its start offset to the end it has now, in
+    offset order, partition after partition; ServiceUnavailable past `timeout_s`."""
+    tps = list(starts)
+    if not tps:
+        return
+    ends = true_end_offsets(bootstrap, tps, timeout_s=timeout_s)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -27,17 +48,12 @@ def read_to_end(
         }
     )
     try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return
-        partitions = sorted(meta.partitions)
-        ends = true_end_offsets(bootstrap, [(topic, p) for p in partitions], timeout_s=timeout_s)
         deadline = time.monotonic() + timeout_s
-        for partition, end in zip(partitions, ends, strict=True):
-            if end <= 0:
+        for (topic, partition), end in zip(tps, ends, strict=True):
+            position = starts[(topic, partition)]
+            if position >= end:
                 continue
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            position = 0
+            consumer.assign([TopicPartition(topic, partition, position)])
             while position < end:
                 if time.monotonic() > deadline:
                     raise ServiceUnavailable(f"{topic}[{partition}]: read to offset {position} of {end}")
@@ -49,6 +65,6 @@ def read_to_end(
                         continue
                     raise ServiceUnavailable(f"{topic}[{partition}]: {msg.error()}")
                 position = msg.offset() + 1
-                yield msg.key(), msg.value()
+                yield msg
     finally:
         consumer.close()

@@ -69,6 +69,7 @@ class ShardStats:
     failures: int = 0
     batches: int = 0
     fed: int = 0  # old RQ records re-produced after a shard-count change
+    adopted: int = 0  # RQ/DLQ copies written before a crash whose state write had not landed
     mq_storage_idx: int = 0
     rq_storage_idx: int = 0
     rq_buffered: int = 0

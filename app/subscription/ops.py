@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
-from app.kafka.admin import true_end_offsets
+from app.kafka.admin import committed_offsets, true_end_offsets
 from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
 from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
 from app.subscription.records import decode_internal
@@ -70,15 +70,6 @@ def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Sub
     return sub if sub.status is status else registry.put(sub.bump(status=status))
 
 
-def _committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
-        return [max(tp.offset, 0) for tp in got]
-    finally:
-        consumer.close()
-
-
 def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
@@ -98,7 +89,7 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
         topic = metadata.get(topic_name)
         tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
         ends = true_end_offsets(metadata.bootstrap, tps)
-        committed = _committed(metadata.bootstrap, sub.consumer_group, tps)
+        committed = committed_offsets(metadata.bootstrap, sub.consumer_group, tps)
         for (storage_name, p), end, done in zip(tps, ends, committed, strict=True):
             storage = topic.storage_topics[topic.index_of(storage_name)]
             shard = p * sub.shard_count // storage.partitions
@@ -138,7 +129,9 @@ def _mq_read_from(metadata: MetadataStore, sub: Subscription) -> int:
         ends = true_end_offsets(metadata.bootstrap, tps)
         if any(
             done < end
-            for done, end in zip(_committed(metadata.bootstrap, sub.consumer_group, tps), ends, strict=True)
+            for done, end in zip(
+                committed_offsets(metadata.bootstrap, sub.consumer_group, tps), ends, strict=True
+            )
         ):
             return idx
     return topic.produce_pointer
@@ -224,7 +217,7 @@ def reset_offset(
             for tp in found
         }
     if queue != "mq":
-        now = _committed(metadata.bootstrap, group, tps)
+        now = committed_offsets(metadata.bootstrap, group, tps)
         check_forward_only(queue, now, [target[tp] for tp in tps])
     _commit(metadata.bootstrap, group, target)
     if queue == "mq":

@@ -19,13 +19,16 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from app.composite.model import CompositeTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
-from app.kafka.admin import true_end_offsets
+from app.crashpoints import crash_point
+from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.reading import read_from
 from app.settings import Settings
 from app.subscription.batch import BatchDelivery
 from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.errors import InvalidSubscription, UndecodableMessage
 from app.subscription.model import Subscription
+from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Copy, Queue, adopt, copy_of
 from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
 from app.subscription.state import MessageState
@@ -127,6 +130,7 @@ class ShardRunner:
             await self._skip_drained(self.mq)
             await self._plan_feed()
             await self._skip_drained(self.rq)
+            await self._adopt_orphans()
             self._assign()
             log.info("%s started at MQ storage %d, RQ storage %d", self.label, self.mq.idx, self.rq.idx)
             next_check = 0.0
@@ -195,8 +199,60 @@ class ShardRunner:
             except UndecodableMessage:
                 await self.delivery.undecodable(Item(rec, UNDECODABLE_GROUP, self.rq.idx, True))
                 continue
-            await self._rq_out.produce(group, rec.value or b"", headers=dict(rec.headers or ()))
+            headers = {**dict(rec.headers or ()), FED_HEADER: b"1"}
+            await self._rq_out.produce(group, rec.value or b"", headers=headers)
             self.stats.fed += 1
+
+    async def _adopt_orphans(self) -> None:
+        """Record the RQ/DLQ copies written before a crash whose state write never landed
+        (`app.subscription.orphans`): RQ from the committed offsets of the RQ storage topics still
+        to be read, DLQ from the start of its current storage topic (it has no reader to commit)."""
+        rq, dlq = self._topic(self.rq), self._composite(self.sub.dlq_topic)
+        rq_tps = [
+            (a.storage_topic, p)
+            for a in assignments(rq, self.shard_id, self.sub.shard_count, self.rq.idx)
+            for p in a.assigned_partitions
+        ]
+        committed = await asyncio.to_thread(
+            committed_offsets, self.settings.bootstrap, self.sub.consumer_group, rq_tps
+        )
+        dlq_at = assignments(dlq, self.shard_id, self.sub.shard_count, dlq.produce_pointer)[0]
+        plan: list[tuple[Queue, CompositeTopic, dict[tuple[str, int], int]]] = [
+            ("rq", rq, dict(zip(rq_tps, committed, strict=True))),
+            ("dlq", dlq, {(dlq_at.storage_topic, p): 0 for p in dlq_at.assigned_partitions}),
+        ]
+        adopted = await asyncio.to_thread(self._read_orphans, plan)
+        for copy in adopted:
+            new = adopt(self.states.get(copy.group_id), copy, self.delivery.generation)
+            if new is not None:
+                self.states.put(copy.group_id, new)
+                self.stats.adopted += 1
+        if self.stats.adopted:
+            await self.states.flush()
+            log.warning(
+                "%s: recorded %d RQ/DLQ copies written before a crash that its group states lacked",
+                self.label,
+                self.stats.adopted,
+            )
+
+    def _read_orphans(
+        self, plan: list[tuple[Queue, CompositeTopic, dict[tuple[str, int], int]]]
+    ) -> list[Copy]:
+        found: list[Copy] = []
+        for queue, topic, starts in plan:
+            for msg in read_from(self.settings.bootstrap, starts):
+                at = (topic.index_of(msg.topic()), msg.offset())
+                copy = copy_of(
+                    queue,
+                    msg.key(),
+                    msg.headers(),
+                    at,
+                    self.sub.incarnation,
+                    self.settings.max_group_id_bytes,
+                )
+                if copy is not None:
+                    found.append(copy)
+        return found
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:
         assert self._consumer is not None
@@ -288,6 +344,7 @@ class ShardRunner:
         await self._deliver(due + mq_items)
         if commit:
             await self.states.flush()  # GroupState changes reach the changelog before offsets move
+            crash_point("subscription.offsets.commit")
             await self._consumer.commit(commit)
         self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
 
@@ -336,8 +393,13 @@ class ShardRunner:
     ) -> MessageState:
         out = self._rq_out if queue == "rq" else self._dlq_out
         assert out is not None
-        headers = encode_internal(meta, rec.headers)
-        delivered = await out.produce(group, rec.value or b"", headers=dict(headers))
+        headers = dict(encode_internal(meta, rec.headers))
+        headers[INCARNATION_HEADER] = self.sub.incarnation.encode()
+        delivered = await out.produce(group, rec.value or b"", headers=headers)
+        if queue == "rq":  # the broker has the copy; the group's state does not say so yet
+            crash_point("subscription.rq.confirmed")
+        else:
+            crash_point("subscription.dlq.confirmed")
         out_name = self.sub.rq_topic if queue == "rq" else self.sub.dlq_topic
         idx = self._composite(out_name).index_of(delivered.topic)
         return MessageState.at(meta.main, (idx, delivered.offset))
@@ -351,4 +413,5 @@ class ShardRunner:
                 continue
             offsets[tp] = await self._consumer.position(tp)
         if offsets:
+            crash_point("subscription.offsets.commit")
             await self._consumer.commit(offsets)

@@ -40,7 +40,7 @@ class Workers:
     def registry_topic(self) -> str:
         return f"__subs-{self.app_id}"
 
-    def start(self, web_port: int) -> subprocess.Popen[bytes]:
+    def start(self, web_port: int, **extra_env: str) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "HUBSTREAM_HOME": str(self.home),
@@ -52,6 +52,7 @@ class Workers:
             "KAFKA_BOOTSTRAP": self.settings.bootstrap,
             # a registry of its own, so test workers never run other tests' subscriptions
             "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
+            **extra_env,
         }
         log = open(self.home / f"worker-{web_port}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(

@@ -1,0 +1,84 @@
+"""A worker killed with SIGKILL at a subscription write, with its real group-state table: the
+restarted worker reads the states back from the changelog, adopts the RQ copies they lack, and
+the subscriber (an HTTP endpoint) still gets every message of each group in order; the blocked
+group's messages are each in DLQ once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
+from app.subscription.registry import SubscriptionRegistry
+from tests.integration.subscription.conftest import Endpoint, Workers
+
+pytestmark = pytest.mark.integration
+
+GROUPS, PER_GROUP = 12, 8
+
+
+def last_delivery_order(seqs: list[int]) -> list[int]:
+    """Each message at its last delivery: a replay may repeat messages, never reorder them."""
+    last = {seq: i for i, seq in enumerate(seqs)}
+    return [seq for seq, _ in sorted(last.items(), key=lambda kv: kv[1])]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "subscription.rq.confirmed:3:kill",  # a copy in RQ that the changelog does not record
+        "subscription.state.write:4:kill",  # the process dies as a group state is written
+    ],
+)
+async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_order(
+    stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str, crash_at: str
+) -> None:
+    topic = f"subkill-{unique}"
+    metadata.create(topic, 2)
+    groups = [f"g{i}" for i in range(GROUPS)]
+    endpoint.transient = set(groups[:4])  # the first two attempts of each of their messages fail
+    blocked_seq = 5 * GROUPS + 7  # g7's sixth message fails for good: g7 is blocked from there
+    endpoint.broken = {str(blocked_seq)}
+    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    sub = ops.create(
+        registry,
+        metadata,
+        f"subkill-{unique}",
+        topic,
+        EndpointSpec("http", endpoint.url, 5.0),
+        retry=RetryPolicy(max_attempts=5, min_backoff_s=2.0, max_backoff_s=2.0),
+        on_dlq=OnDlq.BLOCK_GROUP,
+        start=True,
+    )
+    with CompositeProducer(stack, topic, store=metadata) as producer:
+        for seq in range(GROUPS * PER_GROUP):
+            producer.produce(f"g{seq % GROUPS}", f"g{seq % GROUPS}:{seq}")
+    port = 18000 + int(unique[:4], 16) % 900
+    crashed = workers.start(port, HUBSTREAM_CRASH_AT=crash_at)
+    assert await asyncio.to_thread(crashed.wait, 120) == -9, "the crash point was not reached"
+    workers.procs.pop(port)
+    workers.start(port)
+
+    expected = {g: [s for s in range(GROUPS * PER_GROUP) if s % GROUPS == int(g[1:])] for g in groups}
+    expected["g7"] = [s for s in expected["g7"] if s < blocked_seq]
+    dead: list[int] = []
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        if all(set(expected[g]) <= set(endpoint.delivered[g]) for g in groups):
+            entries = await asyncio.to_thread(
+                ops.dlq_list, metadata, registry.get(sub.name), None, None, None, None, 1000
+            )
+            dead = sorted(int(str(e["payload"]).split(":")[1]) for e in entries)
+            if len(dead) >= PER_GROUP - 5:
+                break
+        await asyncio.sleep(0.25)  # the next look at the endpoint and the DLQ
+    for g in groups:
+        assert last_delivery_order(endpoint.delivered[g]) == expected[g], f"{g}: {endpoint.delivered[g]}"
+    assert dead == [s for s in range(GROUPS * PER_GROUP) if s % GROUPS == 7 and s >= blocked_seq]
