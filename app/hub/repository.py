@@ -402,6 +402,7 @@ class HubRepository:
             if updated == drawer:
                 return  # acknowledged before
             drained = updated.unacked_from is None and updated.used >= self.options.drawer_capacity
+            crash_point("hub.ack.drawer")
             if drained:
                 ok = await self.io.delete_if_match(self.io.drawers, drawer.drawer_id, cabinet.value, etag)
             else:
@@ -414,6 +415,7 @@ class HubRepository:
         if updated.unacked_from is not None:
             # Entries left pointing at acknowledged events are removed by the next peek that meets them.
             entry = CatalogEntry(cabinet, piece.drawer_id, updated.unacked_from)
+            crash_point("hub.ack.catalog")
             await self.io.create(self.io.catalog, catalog_doc(entry))
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
 from app.pipeline.offsets import ReaderState, WriterState
@@ -74,6 +75,7 @@ class ControlChannel:
 
     def send_blocking(self, records: list[dict[str, Any]], timeout_s: float = 30.0) -> None:
         errors: list[str] = []
+        crash_point("pipeline.control.send")  # writer offsets, reader positions, operator commands
         for record in records:
             key = str(record.get("key") or record.get("writer") or record["kind"]).encode()
             self._producer.produce(

@@ -22,6 +22,7 @@ import pymysql
 from pymysql.constants.CR import CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
+from app.crashpoints import crash_point
 from app.pipeline.errors import InvalidDefinition, WriteFailed
 from app.pipeline.model import Message, Op
 from app.pipeline.sql import ident, row_values, upsert_statements
@@ -153,6 +154,7 @@ class MysqlSink(_Threaded):
             bulk = self._build(bulk.messages, self._backslash_escapes)
         with conn.cursor() as cursor:
             if len(bulk.steps) == 1 and bulk.steps[0].rows is None:
+                crash_point("pipeline.writer.mysql.commit")
                 cursor.execute(bulk.steps[0].sql)  # committed when the server answers
                 return
             conn.begin()
@@ -161,6 +163,7 @@ class MysqlSink(_Threaded):
                     cursor.execute(step.sql)
                 else:
                     cursor.executemany(step.sql, step.rows)
+            crash_point("pipeline.writer.mysql.commit")
             conn.commit()
 
     def _write_blocking(self, bulk: MysqlBulk) -> None:
@@ -271,6 +274,7 @@ class CosmosSink:
                     except CosmosResourceNotFoundError:
                         return
                 else:
+                    crash_point("pipeline.writer.cosmos.upsert")
                     await container.upsert_item(doc)
 
         results = await asyncio.gather(*(one(i, m) for i, m in latest.items()), return_exceptions=True)
@@ -306,6 +310,7 @@ class KafkaSink(_Threaded):
 
     def _write_blocking(self, messages: Sequence[Message]) -> None:
         errors: list[str] = []
+        crash_point("pipeline.writer.kafka.produce")
         for m in messages:
             key = m.data.get(self.key_field) if self.key_field else m.namespace
             while True:

@@ -24,7 +24,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(file: Path, home: Path, port: int) -> subprocess.Popen[bytes]:
+def start(file: Path, home: Path, port: int, **extra_env: str) -> subprocess.Popen[bytes]:
     """`hubstream pipeline run FILE` with its own home (datadir) and web port; output to home/run-*.log."""
     env = {
         **os.environ,
@@ -32,6 +32,7 @@ def start(file: Path, home: Path, port: int) -> subprocess.Popen[bytes]:
         "WEB_PORT": str(port),
         "BROKER_SESSION_TIMEOUT_S": "6",
         "BROKER_REBALANCE_TIMEOUT_S": "6",
+        **extra_env,
     }
     log = open(home / f"run-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(
