@@ -56,6 +56,7 @@ class BatchService:
         self.completions_topic: Any = None
         self._in_flight: list[Any] = []
         self._pending: dict[int, Any] = {}  # partition -> tables.batches.PendingWrites
+        self.revocations = 0  # partitions taken away from this worker so far (rebalances)
 
     # -- ownership -------------------------------------------------------------------------------
 
@@ -66,6 +67,7 @@ class BatchService:
         log.info("batch table partitions served here: %s", sorted(self.ready))
 
     def mark_unready(self) -> None:
+        self.revocations += 1
         self.ready = set()
         self._stores.clear()
 

@@ -368,8 +368,14 @@ def register_views(app: Any, api: BatchApi) -> None:
 
 def _method(handler: Callable[..., Any], service: BatchService) -> Callable[..., Any]:
     async def view_method(self: Any, request: web.Request, **match_info: str) -> web.StreamResponse:
+        moves = service.revocations
         result: web.StreamResponse = await handler(request, **match_info)
         await service.flush()  # answer only once the changes are in the changelog
+        if request.method != "GET" and result.status < 300 and service.revocations != moves:
+            # The table was rebalanced while this write was on its way: the partition's new owner
+            # may have restored it before the write reached the changelog, and would not know it.
+            reason = "the batch table was rebalanced during this write; retry"
+            return json_response({"error": "ServiceUnavailable", "reason": reason}, status=503)
         return result
 
     return view_method
