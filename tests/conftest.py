@@ -76,8 +76,8 @@ def unique() -> str:
 
 
 # CI runs property tests with a fixed seed so a run is reproducible; locally each run explores
-# new examples. (A known rare ordering case of the subscription rules is documented in
-# docs/subscription.md; random local runs are where it gets hunted.)
+# new examples. (The subscription rules' ordering is also searched exhaustively up to a bound:
+# tests/unit/modelcheck.)
 hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 hypothesis_settings.register_profile("dev", deadline=None)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")

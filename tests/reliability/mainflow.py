@@ -97,8 +97,14 @@ class MainFlowRun:
                 stderr=err,
             )
 
-    def running(self) -> bool:
-        return self.job is not None and self.job.poll() is None
+    def ended_within(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the main job to end; True once it has."""
+        assert self.job is not None
+        try:
+            self.job.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def worker_pid(self, index: int) -> int | None:
         return read_pid(self.home / "pids" / f"worker-{index}.pid")

@@ -47,8 +47,7 @@ def test_main_flow_survives_kill9_of_workers(
     with main_flow(stack, unique, tmp_path, events=events, recipients=RECIPIENTS, invalid=INVALID) as run:
         next_kill = time.monotonic() + rng.uniform(5.0, 15.0)
         progress_at_restart = 0
-        while run.running():
-            time.sleep(0.5)
+        while not run.ended_within(0.25):
             job_log = run.log()
             # Stop killing once the flow is drained and the actors read the hub back over HTTP.
             if len(kills) >= max_kills or "drain the hub" in job_log:
