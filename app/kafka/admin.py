@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ServiceUnavailable
 
-__all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "true_end_offsets"]
+__all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,20 @@ def committed_offsets(bootstrap: str, group: str, tps: list[tuple[str, int]]) ->
     try:
         got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
         return [max(tp.offset, 0) for tp in got]
+    finally:
+        consumer.close()
+
+
+def resume_offsets(
+    bootstrap: str, group: str, tps: list[tuple[str, int]], timeout_s: float = 10.0
+) -> list[int]:
+    """Where a consumer of the group resumes each partition: its committed offset, or the log
+    start where it has none (auto.offset.reset=earliest)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
+        starts = [consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[0] for t, p in tps]
+        return [max(tp.offset, start, 0) for tp, start in zip(got, starts, strict=True)]
     finally:
         consumer.close()
 

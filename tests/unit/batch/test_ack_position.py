@@ -1,0 +1,172 @@
+"""The ack agent's own position per ack partition: records handled strictly in offset order from
+it, a skipped record sought back (whatever the consumer's committed offset says), a stalled
+partition sought back by the watchdog, the position written forward only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.batch.ack_position import (
+    RESEEK_AFTER_S,
+    STALLED_AFTER_S,
+    AckCursor,
+    Verdict,
+    read_position,
+    write_position,
+)
+from app.batch.ack_stream import AckPositions
+from app.batch.errors import PartitionNotReady
+from app.batch.model import BatchStore
+from tests.unit.batch.conftest import MemoryStore
+
+T = TypeVar("T")
+
+
+def test_the_position_moves_forward_only(store: MemoryStore) -> None:
+    assert read_position(store) is None
+    write_position(store, 7)
+    write_position(store, 3)
+    assert read_position(store) == 7
+    write_position(store, 9)
+    assert read_position(store) == 9
+
+
+def test_cursor_verdicts() -> None:
+    cursor = AckCursor(expected=5, last_progress=0.0)
+    assert cursor.admit(4, 1.0) is Verdict.SEEN
+    assert cursor.admit(6, 1.0) is Verdict.SEEK
+    assert cursor.admit(7, 2.0) is Verdict.WAIT, "a seek back is under way"
+    assert cursor.admit(7, 1.0 + RESEEK_AFTER_S) is Verdict.SEEK, "it brought nothing: again"
+    assert cursor.admit(5, 7.0) is Verdict.HANDLE
+    cursor.handled(5, 7.0)
+    assert cursor.admit(6, 7.0) is Verdict.HANDLE
+
+
+def test_cursor_stalls_only_with_records_left_and_no_progress() -> None:
+    cursor = AckCursor(expected=5, last_progress=0.0)
+    assert not cursor.stalled(5, 100.0), "nothing left"
+    assert not cursor.stalled(9, STALLED_AFTER_S - 1), "progress was recent"
+    assert cursor.stalled(9, STALLED_AFTER_S)
+    assert not cursor.stalled(9, STALLED_AFTER_S + 1), "the seek back is given time"
+
+
+@given(
+    st.lists(st.integers(0, 12), min_size=1, max_size=40),
+    st.integers(0, 12),
+)
+def test_handled_offsets_are_consecutive_from_the_position(deliveries: list[int], start: int) -> None:
+    """Whatever order, repeats and holes the consumer delivers in, what is handled is exactly
+    start, start+1, ... (each once), and a hole always leads to a seek back."""
+    cursor = AckCursor(expected=start, last_progress=0.0)
+    handled: list[int] = []
+    now = 0.0
+    for offset in deliveries:
+        now += RESEEK_AFTER_S  # every seek may be repeated
+        verdict = cursor.admit(offset, now)
+        if verdict is Verdict.HANDLE:
+            cursor.handled(offset, now)
+            handled.append(offset)
+        if offset > cursor.expected:
+            assert verdict is Verdict.SEEK
+    assert handled == list(range(start, start + len(handled)))
+
+
+@dataclass
+class FakePartitions:
+    """The batch service's partition side: a memory store per served partition."""
+
+    ready: set[int]
+    revocations: int = 0
+    stores: dict[int, MemoryStore] = field(default_factory=dict)
+
+    def run(self, partition: int, operation: Callable[[BatchStore], T]) -> T:
+        if partition not in self.ready:
+            raise PartitionNotReady(f"partition {partition} not served")
+        return operation(self.stores.setdefault(partition, MemoryStore()))
+
+
+@dataclass
+class Consumer:
+    committed: dict[int, int]
+    ends: dict[int, int]
+    seeks: list[tuple[int, int]] = field(default_factory=list)
+
+    async def seek(self, partition: int, offset: int) -> bool:
+        self.seeks.append((partition, offset))
+        return True
+
+
+def positions(parts: FakePartitions, consumer: Consumer, clock: list[float]) -> AckPositions:
+    return AckPositions(
+        parts,
+        consumer.seek,
+        lambda ps: [consumer.committed.get(p, 0) for p in ps],
+        lambda ps: [consumer.ends[p] for p in ps],
+        clock=lambda: clock[0],
+    )
+
+
+async def test_a_record_the_consumer_skipped_is_sought_back_and_handled_first() -> None:
+    """The reproduced loss: offset 0 dropped at a rebalance, offset 1 delivered and committed."""
+    parts, consumer, clock = FakePartitions({1}), Consumer({1: 0}, {1: 2}), [0.0]
+    acks = positions(parts, consumer, clock)
+    assert not await acks.admit(1, 1)
+    assert consumer.seeks == [(1, 0)]
+    assert await acks.admit(1, 0)
+    acks.handled(1, 0)
+    assert await acks.admit(1, 1)
+    acks.handled(1, 1)
+    acks.save()
+    assert read_position(parts.stores[1]) == 2
+
+
+async def test_the_stored_position_wins_over_the_consumer_groups_commit() -> None:
+    """Restarted after Faust committed past records the table never had: read again from the
+    table's position."""
+    parts, consumer, clock = FakePartitions({0}), Consumer({0: 40}, {0: 41}), [0.0]
+    write_position(parts.stores.setdefault(0, MemoryStore()), 37)
+    acks = positions(parts, consumer, clock)
+    assert not await acks.admit(0, 40)
+    assert consumer.seeks == [(0, 37)]
+    assert not await acks.admit(0, 36), "handled before the restart"
+
+
+async def test_a_partition_not_served_here_is_handled_as_before() -> None:
+    parts, consumer, clock = FakePartitions(set()), Consumer({}, {}), [0.0]
+    acks = positions(parts, consumer, clock)
+    assert await acks.admit(3, 9), "the record takes the not-ready path (wait or re-queue)"
+    acks.handled(3, 9)
+    acks.save()
+    assert consumer.seeks == [] and parts.stores == {}
+
+
+async def test_a_rebalance_forgets_cursors_and_resumes_from_the_table() -> None:
+    parts, consumer, clock = FakePartitions({0}), Consumer({0: 0}, {0: 5}), [0.0]
+    acks = positions(parts, consumer, clock)
+    for offset in range(3):
+        assert await acks.admit(0, offset)
+        acks.handled(0, offset)
+    acks.save()
+    parts.revocations += 1  # revoked and given back: the table is what counts
+    assert not await acks.admit(0, 4)
+    assert consumer.seeks == [(0, 3)]
+
+
+async def test_the_watchdog_seeks_back_a_partition_whose_last_records_never_came() -> None:
+    parts, consumer, clock = FakePartitions({2}), Consumer({2: 0}, {2: 1}), [0.0]
+    acks = positions(parts, consumer, clock)
+    assert await acks.admit(2, 0)
+    acks.handled(2, 0)
+    consumer.ends[2] = 3  # offsets 1 and 2 written, never delivered
+    clock[0] = STALLED_AFTER_S - 0.1
+    await acks.watch()
+    assert consumer.seeks == []
+    clock[0] = STALLED_AFTER_S + 0.1
+    await acks.watch()
+    assert consumer.seeks == [(2, 1)]
+    assert acks.sought == 1
