@@ -13,7 +13,7 @@ from app.batch.ack_stream import AckPositions
 from app.batch.service import BatchService
 from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
-from app.kafka.admin import resume_offsets, true_end_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets
 from app.settings import Settings
 from tables.batches import batch_table, changelog_topic
 
@@ -31,6 +31,16 @@ def register(app: faust.App, settings: Settings) -> None:
         "key_serializer": "raw",
         "value_serializer": "raw",
     }
+    # Created here with the table's partition count before anything produces to them: a topic the
+    # broker auto-created with its default count may have fewer, and acks for the batches of the
+    # missing partitions could not be sent (the ack topic is co-partitioned with the table).
+    KafkaAdmin(settings.bootstrap).ensure(
+        [
+            TopicSpec(settings.batch_acks_topic, partitions),
+            TopicSpec(f"{settings.batch_acks_topic}-dlq", 1),
+            TopicSpec(settings.batch_completions_topic, partitions),
+        ]
+    )
     acks_topic = app.topic(settings.batch_acks_topic, partitions=partitions, **raw)
     dlq_topic = app.topic(f"{settings.batch_acks_topic}-dlq", partitions=1, **raw)
     service.completions_topic = app.topic(settings.batch_completions_topic, partitions=partitions, **raw)

@@ -119,4 +119,5 @@ class AckPositions:
             self.sought += 1
             log.warning("ack partition %d: %s; reading again from %d", partition, why, cursor.expected)
         else:
+            log.warning("ack partition %d: %s, but it is no longer assigned here", partition, why)
             self._cursors.pop(partition, None)

@@ -57,6 +57,7 @@ class BatchService:
         self._in_flight: list[Any] = []
         self._pending: dict[int, Any] = {}  # partition -> tables.batches.PendingWrites
         self.revocations = 0  # partitions taken away from this worker so far (rebalances)
+        self._publishing: set[tuple[str, str]] = set()  # completions being sent right now
 
     # -- ownership -------------------------------------------------------------------------------
 
@@ -251,29 +252,40 @@ class BatchService:
     async def publish(self, completions: Iterable[Completion]) -> None:
         """Send each completion event, wait until the broker confirmed it, then record that in the
         batch: until then any ack, close or get of the batch sends it again (at least once;
-        consumers dedupe by batch id)."""
+        consumers dedupe by batch id). One send per completion at a time in this worker: a get
+        polling a batch while its last ack is being published does not send it a second time."""
+        for completion in completions:
+            key = (completion.kind, str(completion.batch_id))
+            if key in self._publishing:
+                continue  # sent by an ack or get here right now, which records it once confirmed
+            self._publishing.add(key)
+            try:
+                await self._publish(completion)
+            finally:
+                self._publishing.discard(key)
+
+    async def _publish(self, completion: Completion) -> None:
         import orjson
 
-        for completion in completions:
-            log.info("batch %s %s complete", completion.kind, completion.batch_id)
-            crash_point("batch.completion.send")
-            pending = await self.completions_topic.send(
-                key=str(completion.batch_id).encode(), value=orjson.dumps(completion.as_event())
-            )
-            await pending
-            crash_point("batch.completion.confirm")
-            if completion.kind == "exact":
-                batch_id = int(completion.batch_id)
-                with (
-                    contextlib.suppress(PartitionNotReady),
-                    self.writing(self.exact_partition(batch_id)) as store,
-                ):
-                    self.exact.confirm_completion(store, batch_id)
-            else:
-                estimated_id = str(completion.batch_id)
-                partition = self.estimated_partition(estimated_id)
-                with contextlib.suppress(PartitionNotReady), self.writing(partition) as store:
-                    self.estimated.confirm_completion(store, estimated_id)
+        log.info("batch %s %s complete", completion.kind, completion.batch_id)
+        crash_point("batch.completion.send")
+        pending = await self.completions_topic.send(
+            key=str(completion.batch_id).encode(), value=orjson.dumps(completion.as_event())
+        )
+        await pending
+        crash_point("batch.completion.confirm")
+        if completion.kind == "exact":
+            batch_id = int(completion.batch_id)
+            with (
+                contextlib.suppress(PartitionNotReady),
+                self.writing(self.exact_partition(batch_id)) as store,
+            ):
+                self.exact.confirm_completion(store, batch_id)
+        else:
+            estimated_id = str(completion.batch_id)
+            partition = self.estimated_partition(estimated_id)
+            with contextlib.suppress(PartitionNotReady), self.writing(partition) as store:
+                self.estimated.confirm_completion(store, estimated_id)
 
     @staticmethod
     def due(batch: ExactBatch | EstimatedBatch) -> list[Completion]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from app.errors import ServiceUnavailable
+from app.errors import ConfigError, ServiceUnavailable
 
 __all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
@@ -62,6 +62,22 @@ class KafkaAdmin:
                     raise ServiceUnavailable(f"could not create topic {name}: {exc}") from exc
         self.wait_visible({s.name: s.partitions for s in missing}, timeout_s)
         return [s.name for s in missing]
+
+    def ensure(self, specs: list[TopicSpec], timeout_s: float = 30.0) -> None:
+        """Create the missing topics; give existing ones with fewer partitions than asked the
+        rest (a topic auto-created by the broker's default may have fewer)."""
+        existing = self.topics()
+        self.create(specs, timeout_s)
+        for spec in specs:
+            if spec.name in existing and existing[spec.name] < spec.partitions:
+                try:
+                    self.add_partitions(spec.name, spec.partitions, timeout_s)
+                except KafkaException as exc:
+                    raise ConfigError(
+                        f"topic {spec.name} has {existing[spec.name]} partitions, needs {spec.partitions}, "
+                        f"which this broker cannot add ({exc.args[0].str()}): delete the topic or "
+                        "configure another name"
+                    ) from exc
 
     def add_partitions(self, topic: str, total: int, timeout_s: float = 30.0) -> None:
         futures = self._admin.create_partitions([NewPartitions(topic, total)])

@@ -70,6 +70,10 @@ class MainFlowRun:
             "WEB_PORT": str(self.base_port),
             "HUBSTREAM_APP_ID": f"rel-{unique}",
             "SUBSCRIPTION_REGISTRY_TOPIC": f"__subs-rel-{unique}",
+            # Own ack and completion topics: batch ids repeat across runs, and a completion left
+            # by an earlier run must not count for this one.
+            "BATCH_ACKS_TOPIC": f"batch-acks-rel-{unique}",
+            "BATCH_COMPLETIONS_TOPIC": f"batch-completions-rel-{unique}",
             "COSMOS_DATABASE": f"rel-{unique}",
             "MYSQL_URL": f"mysql://root@127.0.0.1:3306/rel_{unique}",
             "BROKER_SESSION_TIMEOUT_S": "6",
@@ -143,8 +147,12 @@ class MainFlowRun:
         assert counts["hub_duplicates"] == 0, "no event shown to its actor after its dequeue"
         assert counts["hub_out_of_order"] == 0, "FIFO per cabinet"
         assert counts["mysql_rows"] == valid, "each MySQL row once"
-        assert counts["batch_complete"] is True
+        assert counts["batch_complete"] is True, f"batch not complete; worker logs:\n{self.worker_logs()}"
         assert counts["completion_events"] >= 1, "the batch completion event is on its topic"
+
+    def worker_logs(self, tail_chars: int = 3000) -> str:
+        logs = sorted((self.home / "logs").glob("*.log"))
+        return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-tail_chars:]}" for p in logs)
 
     def cleanup(self) -> None:
         if self.job is not None and self.job.poll() is None:
