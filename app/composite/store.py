@@ -12,12 +12,13 @@ import threading
 import time
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.writing import produce_confirmed
 
 __all__ = ["MetadataStore"]
 
@@ -104,17 +105,7 @@ class MetadataStore:
 
     # -- writing -------------------------------------------------------------------
     def _write(self, name: str, value: bytes | None) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
-        errors: list[str] = []
-
-        def on_delivery(err: KafkaError | None, _msg: object) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        producer.produce(self.topic, key=name.encode(), value=value, on_delivery=on_delivery)
-        producer.flush(30)
-        if errors:
-            raise ServiceUnavailable(f"metadata write for {name} failed: {errors[0]}")
+        produce_confirmed(self.bootstrap, self.topic, name.encode(), value, point="composite.metadata.write")
 
     def put(self, topic: CompositeTopic) -> CompositeTopic:
         """Create missing storage topics first, then publish the definition."""

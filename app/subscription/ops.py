@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
+from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
@@ -71,6 +72,7 @@ def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Sub
 
 
 def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    crash_point("subscription.ops.commit")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         consumer.commit(

@@ -15,10 +15,11 @@ import time
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.writing import produce_confirmed
 from app.subscription.errors import UnknownSubscription
 from app.subscription.model import Subscription
 
@@ -110,17 +111,9 @@ class SubscriptionRegistry:
         return sub
 
     def _write(self, name: str, value: bytes | None) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
-        errors: list[str] = []
-
-        def on_delivery(err: object, _msg: object) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        producer.produce(self.topic, key=name.encode(), value=value, on_delivery=on_delivery)
-        producer.flush(30)
-        if errors:
-            raise ServiceUnavailable(f"registry write for {name} failed: {errors[0]}")
+        produce_confirmed(
+            self.bootstrap, self.topic, name.encode(), value, point="subscription.registry.write"
+        )
 
     def put(self, sub: Subscription) -> Subscription:
         self._write(sub.name, orjson.dumps(sub.to_json()))

@@ -72,9 +72,6 @@ NOT_DATA = {
 
 # Writes with no named point yet: gaps, listed in docs/reliability.md.
 NO_POINT_YET = {
-    "app/composite/store.py::_write": "composite-topic metadata (operator commands)",
-    "app/subscription/registry.py::_write": "subscription definitions (operator commands)",
-    "app/subscription/ops.py::_commit": "reset-offset of a stopped subscription (operator command)",
     "app/subscription/runner.py::_feed_records": "feeding old RQ storage topics after a shard-count change",
     "app/subscription/unsideline.py::unsideline": "unsideline: DLQ copies replayed into RQ, then the states",
     "app/subscription/unsideline.py::_replay": "as above",
