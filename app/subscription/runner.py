@@ -28,10 +28,10 @@ from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardSt
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.errors import InvalidSubscription, UndecodableMessage
 from app.subscription.model import Subscription
-from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Copy, Queue, adopt, copy_of
+from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Queue, adopt, copy_of
 from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
-from app.subscription.state import MessageState
+from app.subscription.state import GroupState, MessageState
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 
@@ -222,11 +222,8 @@ class ShardRunner:
             ("dlq", dlq, {(dlq_at.storage_topic, p): 0 for p in dlq_at.assigned_partitions}),
         ]
         adopted = await asyncio.to_thread(self._read_orphans, plan)
-        for copy in adopted:
-            new = adopt(self.states.get(copy.group_id), copy, self.delivery.generation)
-            if new is not None:
-                self.states.put(copy.group_id, new)
-                self.stats.adopted += 1
+        for group_id, state in adopted.items():
+            self.states.put(group_id, state)
         if self.stats.adopted:
             await self.states.flush()
             log.warning(
@@ -237,8 +234,10 @@ class ShardRunner:
 
     def _read_orphans(
         self, plan: list[tuple[Queue, CompositeTopic, dict[tuple[str, int], int]]]
-    ) -> list[Copy]:
-        found: list[Copy] = []
+    ) -> dict[str, GroupState]:
+        """The states to write: each group's state with the copies it lacks recorded. Read as a
+        stream (a DLQ is read from its start): only the groups that lack a copy are kept."""
+        adopted: dict[str, GroupState] = {}
         for queue, topic, starts in plan:
             for msg in read_from(self.settings.bootstrap, starts):
                 at = (topic.index_of(msg.topic()), msg.offset())
@@ -250,9 +249,14 @@ class ShardRunner:
                     self.sub.incarnation,
                     self.settings.max_group_id_bytes,
                 )
-                if copy is not None:
-                    found.append(copy)
-        return found
+                if copy is None:
+                    continue
+                known = adopted.get(copy.group_id) or self.states.get(copy.group_id)
+                new = adopt(known, copy, self.delivery.generation)
+                if new is not None:
+                    adopted[copy.group_id] = new
+                    self.stats.adopted += 1
+        return adopted
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:
         assert self._consumer is not None
