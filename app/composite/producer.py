@@ -21,7 +21,15 @@ from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
 from app.settings import Settings
 
-__all__ = ["AsyncCompositeProducer", "CompositeProducer", "Delivered", "ProduceFailed", "encode_payload"]
+__all__ = [
+    "AsyncCompositeProducer",
+    "CompositeProducer",
+    "Delivered",
+    "ProduceFailed",
+    "RecordRefused",
+    "encode_payload",
+    "produce_failed",
+]
 
 Payload = bytes | str | Mapping[str, Any] | list[Any] | int | float | bool | None
 Headers = Mapping[str, str | bytes]
@@ -29,6 +37,23 @@ Headers = Mapping[str, str | bytes]
 
 class ProduceFailed(ServiceUnavailable):
     """The broker did not confirm a produced message."""
+
+
+class RecordRefused(ProduceFailed):
+    """The broker (or the producer) refuses this record itself, too large or invalid: trying
+    again cannot help."""
+
+    retriable = False
+
+
+_REFUSING = frozenset(
+    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.RECORD_LIST_TOO_LARGE}
+)
+
+
+def produce_failed(where: str, err: KafkaError) -> ProduceFailed:
+    kind = RecordRefused if err.code() in _REFUSING else ProduceFailed
+    return kind(f"{where}: {err}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +242,7 @@ class AsyncCompositeProducer:
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
-                result: Delivered | Exception = ProduceFailed(f"{msg.topic()}[{msg.partition()}]: {err}")
+                result: Delivered | Exception = produce_failed(f"{msg.topic()}[{msg.partition()}]", err)
             else:
                 result = Delivered(msg.topic(), msg.partition(), msg.offset())
             loop.call_soon_threadsafe(_settle, future, result)
@@ -236,7 +261,10 @@ class AsyncCompositeProducer:
             except BufferError:
                 await asyncio.sleep(0.05)
             except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
-                raise ProduceFailed(f"{topic}[{partition}]: {exc.args[0] if exc.args else exc}") from exc
+                where = f"{topic}[{partition}]"
+                if exc.args and isinstance(exc.args[0], KafkaError):
+                    raise produce_failed(where, exc.args[0]) from exc
+                raise ProduceFailed(f"{where}: {exc}") from exc
         return await future
 
     async def close(self) -> None:

@@ -9,6 +9,7 @@ batch sinks get whole batches (see `app.subscription.batch`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord
 
+from app.composite.producer import RecordRefused
 from app.errors import HubstreamError
 from app.settings import Settings
 from app.subscription.endpoints import Endpoint, failure_status
@@ -201,9 +203,22 @@ class Delivery:
             await self._to_dlq(item, with_failure(meta, failure, failed))
 
     async def _to_rq(self, item: Item, meta: InternalMeta, *, failed: bool) -> None:
-        """Hand the message to RQ (confirmed by the broker), then record the group as sidelined."""
+        """Hand the message to RQ (confirmed by the broker), then record the group as sidelined.
+        A copy the broker refuses for good (too large for RQ) goes to DLQ, the reason in its
+        headers: retrying the produce at every restart would hold the group, and the shard, forever."""
         group = item.group_id
-        written = await self.produce_to("rq", group, item.record, meta)
+        try:
+            written = await self.produce_to("rq", group, item.record, meta)
+        except RecordRefused as exc:
+            failure = FailureInfo(
+                "RecordRefused",
+                f"RQ refused the copy: {exc}",
+                source_of(item.record),
+                _now_ms(),
+                "rq-refused",
+            )
+            await self._to_dlq(item, with_failure(meta, failure))
+            return
         if failed and meta.failure is not None:
             log.info(
                 "%s: group %s to RQ after %d failed attempt(s): %s: %s",
@@ -229,7 +244,7 @@ class Delivery:
     async def _to_dlq(self, item: Item, meta: InternalMeta) -> None:
         """Hand the message to DLQ (confirmed by the broker), then record the group's DLQ state."""
         group = item.group_id
-        written = await self.produce_to("dlq", group, item.record, meta)
+        written = await self._dead_letter(group, item.record, meta)
         failure = meta.failure
         log.warning(
             "%s: group %s to DLQ (%s): %s: %s",
@@ -244,6 +259,20 @@ class Delivery:
         )
         self.stats.dead_lettered += 1
 
+    async def _dead_letter(
+        self, group: str, rec: ConsumerRecord[bytes, bytes], meta: InternalMeta
+    ) -> MessageState:
+        """The DLQ copy; when the broker refuses it for good, a stub in its place: no payload nor
+        headers of its own, the reason and the message's source (it stays in its main topic)."""
+        try:
+            return await self.produce_to("dlq", group, rec, meta)
+        except RecordRefused as exc:
+            log.error("%s: DLQ refused the copy (%s); a stub takes its place", _where(rec), exc)
+            reason = f"DLQ refused the copy ({exc}); the message is at {source_of(rec)}"
+            failure = FailureInfo("RecordRefused", reason, source_of(rec), _now_ms(), "dlq-refused")
+            stub = dataclasses.replace(rec, value=b"", headers=[])
+            return await self.produce_to("dlq", group, stub, with_failure(meta, failure))
+
     async def undecodable(self, item: Item) -> None:
         rec = item.record
         main = (item.storage_idx, rec.offset)
@@ -255,7 +284,7 @@ class Delivery:
             "undecodable",
         )
         meta = InternalMeta(main, rec.partition, message_id_for(main, rec.partition), 0, 0, failure=failure)
-        await self.produce_to("dlq", UNDECODABLE_GROUP, rec, meta)
+        await self._dead_letter(UNDECODABLE_GROUP, rec, meta)
         self.stats.dead_lettered += 1
         log.warning("%s: undecodable record sent to DLQ", _where(rec))
 

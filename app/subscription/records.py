@@ -44,7 +44,7 @@ class FailureInfo:
     error: str
     source: str  # "topic[partition]@offset" where the failing copy was read
     failed_ms: int
-    reason: str  # failed | follows-blocked-group | undecodable | replay-failed
+    reason: str  # failed | follows-blocked-group | undecodable | replay-failed | rq-refused | dlq-refused
 
 
 @dataclass(frozen=True, slots=True)
