@@ -76,10 +76,20 @@ class BatchService:
         """Faust is restoring this worker's table partitions from their changelogs."""
         return bool(getattr(self.app, "in_recovery", False))
 
+    def rebalancing(self) -> bool:
+        """A rebalance is under way (from its start until the recovery after it ended): partitions
+        may be moving. Faust flushes the producer before this worker lets its partitions go, so a
+        write issued before the rebalance is in the changelog before a new owner restores it; one
+        issued during it could land after, unseen by the new owner (a zombie write): refused."""
+        return bool(getattr(self.app, "rebalancing", False))
+
+    def serving(self, partition: int) -> bool:
+        return partition in self.ready and not self.recovering() and not self.rebalancing()
+
     async def wait_ready(self, partition: int, timeout_s: float, every_s: float = 0.1) -> bool:
         """Whether `partition` is served here within `timeout_s` (recovery may still be running)."""
         deadline = time.monotonic() + timeout_s
-        while partition not in self.ready or self.recovering():
+        while not self.serving(partition):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(every_s)
@@ -89,7 +99,7 @@ class BatchService:
         """The partition's store, or PartitionNotReady when this worker does not serve it now."""
         from tables.batches import PartitionStore, PendingWrites
 
-        if partition not in self.ready or self.recovering():
+        if not self.serving(partition):
             raise PartitionNotReady(
                 f"batch table partition {partition} is not served by this worker right now"
             )
@@ -239,7 +249,7 @@ class BatchService:
         """Expire open and closed batches (exact and estimated) older than the configured ages."""
         removal = Removal(0, 0)
         for closed, cutoff in self.reap_policy.cutoffs_ms(now_ms()).items():
-            for partition in sorted(self.ready):
+            for partition in sorted(p for p in self.ready if self.serving(p)):
                 with self.writing(partition) as store:
                     removal += self.exact.expire(store, closed, cutoff)
                     removal += self.estimated.expire(store, closed, cutoff)

@@ -75,6 +75,7 @@ class ShardStats:
     mq_storage_idx: int = 0
     rq_storage_idx: int = 0
     rq_buffered: int = 0
+    mq_held_at: int | None = None  # MQ storage topic whose end the shard waits at (groups change shards next)
 
 
 @dataclass(frozen=True, slots=True)

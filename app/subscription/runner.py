@@ -13,10 +13,11 @@ import asyncio
 import logging
 import time
 from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from app.composite.model import CompositeTopic
+from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
@@ -30,12 +31,16 @@ from app.subscription.errors import InvalidSubscription, UndecodableMessage
 from app.subscription.model import Subscription
 from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Queue, adopt, copy_of
 from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
-from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
+from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
 from app.subscription.state import GroupState, MessageState
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 
 log = logging.getLogger(__name__)
+
+
+# Loads the states of the groups a shard owns in a storage topic (the GroupState table).
+LoadStates = Callable[[StorageTopic], Awaitable[ShardStates]]
 
 
 class _Reader:
@@ -64,12 +69,17 @@ class ShardRunner:
         endpoint: Endpoint | None,
         metadata: MetadataStore,
         batch_sink: BatchSink | None = None,
+        load_states: LoadStates | None = None,
     ) -> None:
-        """Give `endpoint` (kinds http, callable) or `batch_sink` (kind batch)."""
+        """Give `endpoint` (kinds http, callable) or `batch_sink` (kind batch). `load_states`
+        loads the states of the groups this shard owns in a storage topic: called at start when
+        the shard reads a storage topic whose groups map to shards unlike the produce pointer's
+        (the one `states` was loaded for)."""
         self.settings = settings
         self.sub = sub
         self.shard_id = shard_id
         self.states = states
+        self._load_states = load_states
         self.metadata = metadata
         self.stats = ShardStats()
         self.stopping = asyncio.Event()
@@ -128,6 +138,7 @@ class ShardRunner:
         )
         try:
             await self._skip_drained(self.mq)
+            await self._states_for_mq()
             await self._plan_feed()
             await self._skip_drained(self.rq)
             await self._adopt_orphans()
@@ -148,6 +159,11 @@ class ShardRunner:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def owns(self, group_id: str) -> bool:
+        """Is `group_id` this shard's: does it map here in the MQ storage topic being read?"""
+        storage = self._topic(self.mq).storage_topics[self.mq.idx]
+        return shard_of_group(group_id, storage, self.sub.shard_count) == self.shard_id
 
     # -- storage topic order --------------------------------------------------------------------
     def _topic(self, reader: _Reader) -> CompositeTopic:
@@ -273,9 +289,24 @@ class ShardRunner:
         return True
 
     async def _skip_drained(self, reader: _Reader) -> None:
+        """Start past the drained storage topics, but (MQ) never past the gate `_maybe_advance`
+        keeps: a restart must not take the shard where its groups change shards."""
         topic = self._topic(reader)
         while reader.idx < topic.produce_pointer and await self._drained(reader.partitions(topic)):
+            if reader is self.mq and not self._mq_compatible(topic):
+                break
             reader.idx += 1
+
+    async def _states_for_mq(self) -> None:
+        """The states were loaded for the groups this shard owns at the produce pointer; held at
+        the end of a storage topic whose groups map otherwise, it owns that topic's groups."""
+        topic = self._topic(self.mq)
+        if self._load_states is None or chain_keeps_shards(
+            topic, self.sub.shard_count, self.mq.idx, topic.produce_pointer
+        ):
+            return
+        self.states = self.delivery.states = await self._load_states(topic.storage_topics[self.mq.idx])
+        log.warning("%s: states loaded for the groups of MQ storage %d it reads", self.label, self.mq.idx)
 
     def _mq_compatible(self, topic: CompositeTopic) -> bool:
         """May the shard move from MQ T_i to T_{i+1}? Not when groups would change shards there."""
@@ -285,7 +316,9 @@ class ShardRunner:
             if self._mq_gate_logged != self.mq.idx:
                 self._mq_gate_logged = self.mq.idx
                 log.warning("%s: stays at the end of MQ storage %d: %s", self.label, self.mq.idx, exc)
+            self.stats.mq_held_at = self.mq.idx
             return False
+        self.stats.mq_held_at = None
         return True
 
     async def _maybe_advance(self) -> None:

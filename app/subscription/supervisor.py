@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from app.composite.model import CompositeTopic
+from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription.endpoints import open_batch_sink, open_endpoint
@@ -97,22 +97,35 @@ class Supervisor:
 
     async def _start(self, sub: Subscription, shard: int) -> None:
         mq: CompositeTopic = await asyncio.to_thread(self.metadata.get, sub.topic)
-        current = mq.current
-
-        def owns(group_id: str) -> bool:
-            return shard_of_group(group_id, current, sub.shard_count) == shard
-
         slot = slot_of(sub.name, shard, self.settings.subscription_shard_slots)
-        states = await self.table.open_shard(sub.state_scope, sub.epoch, slot, owns)
+
+        async def load_states(storage: StorageTopic) -> ShardStates:
+            """The states of the groups this shard owns in `storage`, from every slot's changelog."""
+
+            def owns(group_id: str) -> bool:
+                return shard_of_group(group_id, storage, sub.shard_count) == shard
+
+            return await self.table.open_shard(sub.state_scope, sub.epoch, slot, owns)
+
+        states = await load_states(mq.current)  # the runner reloads when it reads an older topic
         _close: Callable[[], Awaitable[None]]
         if sub.endpoint.kind == "batch":
             runner = ShardRunner(
-                self.settings, sub, shard, states, None, self.metadata, open_batch_sink(sub.endpoint)
+                self.settings,
+                sub,
+                shard,
+                states,
+                None,
+                self.metadata,
+                open_batch_sink(sub.endpoint),
+                load_states=load_states,
             )
             _close = _nothing
         else:
             endpoint, _close = open_endpoint(sub.endpoint)
-            runner = ShardRunner(self.settings, sub, shard, states, endpoint, self.metadata)
+            runner = ShardRunner(
+                self.settings, sub, shard, states, endpoint, self.metadata, load_states=load_states
+            )
 
         async def run() -> None:
             try:
@@ -123,7 +136,7 @@ class Supervisor:
                 await _close()
 
         self.runners[(sub.name, shard)] = (runner, asyncio.create_task(run(), name=runner.label), sub)
-        self._owns[(sub.name, shard)] = owns
+        self._owns[(sub.name, shard)] = runner.owns
         await self._mark((sub.name, shard), sub.epoch, running=True)
 
     async def _stop(self, key: ShardKey) -> None:
