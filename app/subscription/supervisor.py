@@ -177,6 +177,8 @@ class Supervisor:
                     "mq_storage_idx": stats.mq_storage_idx,
                     "rq_storage_idx": stats.rq_storage_idx,
                     "rq_buffered": stats.rq_buffered,
+                    "mq_held_at": stats.mq_held_at,
+                    "adopted": stats.adopted,
                     "missed_on_recovery": getattr(runner.states, "missed_on_recovery", 0),
                     "blocked_groups": _blocked(runner),
                 }
