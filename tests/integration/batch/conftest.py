@@ -19,6 +19,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from app.batch.acks import AckProducer
 from app.settings import Settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,6 +59,14 @@ class BatchWorker:
     def kill9(self) -> None:
         self.proc.kill()
         self.proc.wait(5)
+
+
+def send_acks(env: dict[str, str], item_ids: list[str]) -> int:
+    """Produce acks for `item_ids` to the worker's ack topic, confirmed; returns the record count."""
+    producer = AckProducer(env["KAFKA_BOOTSTRAP"], env["BATCH_ACKS_TOPIC"], PARTITIONS)
+    records = producer.send(item_ids)
+    assert producer.flush() == 0
+    return records
 
 
 def worker_env(stack: Settings, unique: str, **extra: str) -> dict[str, str]:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from app.batch.acks import AckProducer
 from app.batch.client import BatchClient
 from app.settings import Settings
 from tests.integration.batch.conftest import (
-    PARTITIONS,
     read_completions,
+    send_acks,
     start_worker,
     wait_for,
     wait_serving,
@@ -29,9 +28,7 @@ ITEMS = 3_000
 
 
 def send_record(env: dict[str, str], item_ids: list[str]) -> None:
-    producer = AckProducer(env["KAFKA_BOOTSTRAP"], env["BATCH_ACKS_TOPIC"], PARTITIONS)
-    assert producer.send(item_ids) == 1
-    assert producer.flush() == 0
+    assert send_acks(env, item_ids) == 1
 
 
 @pytest.mark.parametrize("lost", ["a record in the middle", "the last record"])

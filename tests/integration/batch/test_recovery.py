@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from app.batch.acks import AckProducer
 from app.batch.client import BatchClient
 from app.settings import Settings
 from tests.integration.batch.conftest import (
-    PARTITIONS,
     read_completions,
+    send_acks,
     start_worker,
     wait_for,
     wait_serving,
@@ -23,12 +22,6 @@ from tests.integration.batch.conftest import (
 pytestmark = [pytest.mark.integration]
 
 ITEMS = 20_000
-
-
-def send_acks(env: dict[str, str], item_ids: list[str]) -> None:
-    producer = AckProducer(env["KAFKA_BOOTSTRAP"], env["BATCH_ACKS_TOPIC"], PARTITIONS)
-    producer.send(item_ids)
-    assert producer.flush() == 0
 
 
 def pending(client: BatchClient, batch_id: int) -> int:

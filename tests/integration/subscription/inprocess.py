@@ -7,6 +7,7 @@ worker tests; here the object under test is delivery.
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -15,7 +16,21 @@ from app.settings import Settings
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.memory import MemoryStates
 from app.subscription.model import Subscription
+from app.subscription.records import SubscriptionMessage
 from app.subscription.runner import ShardRunner
+
+
+class Recorder:
+    """A callable endpoint keeping each group's delivered sequence numbers (payload "group:seq")."""
+
+    def __init__(self) -> None:
+        self.delivered: dict[str, list[int]] = defaultdict(list)
+
+    def count(self) -> int:
+        return sum(map(len, self.delivered.values()))
+
+    async def __call__(self, m: SubscriptionMessage) -> None:
+        self.delivered[m.group_id].append(int(m.payload.decode().split(":")[1]))
 
 
 @asynccontextmanager

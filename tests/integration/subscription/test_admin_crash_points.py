@@ -13,8 +13,6 @@ offsets and bumps the epoch. Either way the rewound messages are delivered again
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 
 from app import crashpoints
@@ -24,24 +22,12 @@ from app.errors import NotFound
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
-from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.inprocess import running_shards, wait_until
+from tests.integration.subscription.inprocess import Recorder, running_shards, wait_until
 
 pytestmark = [pytest.mark.integration]
 
 MESSAGES = 60
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.delivered: dict[str, list[int]] = defaultdict(list)
-
-    def count(self) -> int:
-        return sum(map(len, self.delivered.values()))
-
-    async def __call__(self, m: SubscriptionMessage) -> None:
-        self.delivered[m.group_id].append(int(m.payload.decode().split(":")[1]))
 
 
 def test_composite_create_cut_at_its_metadata_write(

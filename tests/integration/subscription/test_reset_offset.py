@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 
 import pytest
 
@@ -18,20 +17,8 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import InvalidSubscription
 from app.subscription.model import EndpointSpec, Status
-from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.inprocess import running_shards, wait_until
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.delivered: dict[str, list[int]] = defaultdict(list)
-
-    def count(self) -> int:
-        return sum(map(len, self.delivered.values()))
-
-    async def __call__(self, m: SubscriptionMessage) -> None:
-        self.delivered[m.group_id].append(int(m.payload.decode().split(":")[1]))
+from tests.integration.subscription.inprocess import Recorder, running_shards, wait_until
 
 
 async def test_mq_rewind_and_timestamp_fast_forward(

@@ -17,10 +17,9 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec
-from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner
-from tests.integration.subscription.inprocess import wait_until
+from tests.integration.subscription.inprocess import Recorder, wait_until
 
 GROUPS = [f"g{i}" for i in range(8)]
 
@@ -45,11 +44,7 @@ async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
         )
     finally:
         registry.close()
-    delivered: dict[str, list[int]] = defaultdict(list)
-
-    async def endpoint(m: SubscriptionMessage) -> None:
-        delivered[m.group_id].append(int(m.payload.decode().split(":")[1]))
-
+    endpoint = Recorder()
     loaded: dict[int, list[str]] = defaultdict(list)
 
     def runners() -> list[ShardRunner]:
@@ -73,7 +68,7 @@ async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
             await asyncio.gather(*tasks)
 
     assert sub.shard_count == 2
-    await run(runners(), lambda: sum(map(len, delivered.values())) >= 40, "the first storage topic delivered")
+    await run(runners(), lambda: endpoint.count() >= 40, "the first storage topic delivered")
     metadata.add_storage_topic(topic, 6)  # 4 -> 6 partitions: groups change shards between the two
     metadata.switch_produce(topic)
     produce(stack, metadata, topic, range(40, 60))
@@ -82,6 +77,8 @@ async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
     await run(
         restarted, lambda: all(r.stats.mq_held_at == 0 for r in restarted), "both shards held at MQ storage 0"
     )
-    assert sorted(s for v in delivered.values() for s in v) == list(range(40)), "nothing read past the gate"
+    assert sorted(s for v in endpoint.delivered.values() for s in v) == list(range(40)), (
+        "nothing read past the gate"
+    )
     first = metadata.get(topic).storage_topics[0].name
     assert dict(loaded) == {0: [first], 1: [first]}, "states of the groups each shard owns in the topic read"
