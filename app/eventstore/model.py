@@ -34,6 +34,7 @@ __all__ = [
     "parse_tip",
     "plan_append",
     "plan_unfold_only",
+    "supersede",
     "utc_now_iso",
 ]
 
@@ -244,13 +245,27 @@ def plan_append(
     merged = (*tip.events, *events)
     fits = len(merged) <= max_events and _json_bytes(merged) <= max_json_bytes
     if fits or not tip.events:
-        return AppendPlan(None, TipDocument(stream, tip.index, merged, tuple(unfolds)))
+        return AppendPlan(
+            None, TipDocument(stream, tip.index, merged, supersede(tip.unfolds, unfolds, tip.index))
+        )
     calved = BatchDocument(stream, tip.index, tip.events)
-    return AppendPlan(calved, TipDocument(stream, tip.next_index, tuple(events), tuple(unfolds)))
+    kept = supersede(tip.unfolds, unfolds, tip.next_index)
+    return AppendPlan(calved, TipDocument(stream, tip.next_index, tuple(events), kept))
 
 
 def plan_unfold_only(stream: str, tip: TipDocument | None, unfolds: Sequence[EncodedUnfold]) -> TipDocument:
-    """RollingState: the tip keeps its events and only its unfolds are replaced."""
+    """RollingState: the tip keeps its events; the new unfolds supersede those of their cases."""
     if tip is None:
         return TipDocument(stream, 0, (), tuple(unfolds))
-    return TipDocument(stream, tip.index, tip.events, tuple(unfolds))
+    return TipDocument(stream, tip.index, tip.events, supersede(tip.unfolds, unfolds, tip.index))
+
+
+def supersede(
+    stored: Sequence[EncodedUnfold], new: Sequence[EncodedUnfold], base_index: int
+) -> tuple[EncodedUnfold, ...]:
+    """The seed's sync rule: each new unfold supersedes the stored ones of its case. A stored unfold
+    of another case (another writer's projection) stays while the event it was unfolded at is still
+    in the tip (index >= the tip's base), and goes when appends moved the tip past it."""
+    cases = {u.event.case for u in new}
+    kept = tuple(u for u in stored if u.event.case not in cases and u.index >= base_index)
+    return (*kept, *new)

@@ -16,6 +16,7 @@ from app.eventstore.model import (
     parse_batch,
     parse_tip,
     plan_append,
+    plan_unfold_only,
 )
 
 
@@ -113,3 +114,45 @@ def test_tip_calves_on_json_size_as_well_as_event_count() -> None:
     plan = plan_append("s", tip, [ev(2)], (), max_events=100, max_json_bytes=100)
     assert plan.calved is not None and plan.calved.events == tip.events
     assert plan.tip.index == 2 and plan.tip.events == (ev(2),)
+
+
+def unfold(case: str, index: int) -> EncodedUnfold:
+    return EncodedUnfold(index, EncodedEvent(case, {"at": index}))
+
+
+def cases(tip: TipDocument) -> list[tuple[str, int]]:
+    return [(u.event.case, u.index) for u in tip.unfolds]
+
+
+def test_new_unfolds_supersede_stored_ones_of_their_case_only() -> None:
+    """Seed 001: `u` holds unfolded events which supersede items with equivalent case values.
+    Before, each write replaced the whole list: another writer's projection was lost."""
+    events = tuple(EncodedEvent("Added", {"n": i}) for i in range(4))
+    tip = TipDocument("s-1", 0, events, (unfold("Snapshot", 3), unfold("Summary", 3)))
+    plan = plan_append(
+        "s-1",
+        tip,
+        [EncodedEvent("Added", {"n": 4})],
+        [unfold("Snapshot", 5)],
+        max_events=10,
+        max_json_bytes=10**6,
+    )
+    assert plan.calved is None
+    assert cases(plan.tip) == [("Summary", 3), ("Snapshot", 5)]
+    rolled = plan_unfold_only("s-1", plan.tip, [unfold("Summary", 6)])
+    assert cases(rolled) == [("Snapshot", 5), ("Summary", 6)]
+
+
+def test_unfolds_of_other_cases_go_when_the_tip_moves_past_their_event() -> None:
+    events = tuple(EncodedEvent("Added", {"n": i}) for i in range(4))
+    tip = TipDocument("s-1", 0, events, (unfold("Snapshot", 3), unfold("Summary", 3)))
+    plan = plan_append(
+        "s-1",
+        tip,
+        [EncodedEvent("Added", {"n": 4})],
+        [unfold("Snapshot", 5)],
+        max_events=4,
+        max_json_bytes=10**6,
+    )
+    assert plan.calved is not None and plan.tip.index == 4
+    assert cases(plan.tip) == [("Snapshot", 5)], "Summary@3 is behind the new tip's base 4"
