@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
+from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.settings import Settings
 from app.subscription.delivery import UNDECODABLE_GROUP
@@ -76,6 +77,7 @@ def unsideline(
         if err is not None:
             errors.append(str(err))
 
+    crash_point("subscription.unsideline.states")  # replays in RQ, the states do not say so yet
     for group, picked in plan.items():
         last = picked[-1]
         new = on_unsidelined(
@@ -92,9 +94,10 @@ def unsideline(
         value = orjson.dumps({"e": sub.epoch, "s": new.to_json()})
         key = state_key(sub.state_scope, group)
         producer.produce(changelog, key=key, value=value, partition=slot, on_delivery=on_delivery)
-    producer.flush(30)
-    if errors:
-        raise ServiceUnavailable(f"{changelog}: state write failed: {errors[0]}")
+    left = producer.flush(30)
+    if errors or left:
+        reason = errors[0] if errors else f"{left} records not confirmed in 30 s"
+        raise ServiceUnavailable(f"{changelog}: state write failed: {reason}")
     if plan:
         registry.put(sub.bump(epoch=sub.epoch + 1))  # shards re-read the states when they start
     return {
@@ -124,6 +127,7 @@ async def _replay(
                 msg = records[(group, *entry.dlq)]
                 meta = InternalMeta(entry.main, entry.main_partition, entry.message_id, 0, 0, replay=True)
                 headers = encode_internal(meta, msg.headers())
+                crash_point("subscription.unsideline.rq_copy")
                 delivered = await out.produce(group, msg.value() or b"", headers=dict(headers))
                 at = MessageState.at(entry.main, (rq.index_of(delivered.topic), delivered.offset))
                 written.setdefault(group, []).append(at)
