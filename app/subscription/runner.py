@@ -216,6 +216,7 @@ class ShardRunner:
                 await self.delivery.undecodable(Item(rec, UNDECODABLE_GROUP, self.rq.idx, True))
                 continue
             headers = {**dict(rec.headers or ()), FED_HEADER: b"1"}
+            crash_point("subscription.rq.fed")  # records fed so far come again after a restart
             await self._rq_out.produce(group, rec.value or b"", headers=headers)
             self.stats.fed += 1
 

@@ -33,6 +33,13 @@ class Recorder:
         self.delivered[m.group_id].append(int(m.payload.decode().split(":")[1]))
 
 
+def last_delivery_order(delivered: list[int]) -> list[int]:
+    """The sequence numbers by the place of each one's last delivery: redeliveries allowed, the
+    group's order is what its consumer ends up with."""
+    last = {seq: at for at, seq in enumerate(delivered)}
+    return sorted(last, key=last.__getitem__)
+
+
 @asynccontextmanager
 async def running_shards(
     settings: Settings,

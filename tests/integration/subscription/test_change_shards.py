@@ -1,23 +1,34 @@
 """ChangeShardCount after a main-topic partition change (seed 002): MQ T0 has 4 partitions and
 2 shards; T1 gets 6 partitions (K=1, groups move between shards), so shards stop at T0's end;
 change-shards 3 adds 6-partition RQ/DLQ storage topics, the old RQ lag is fed into them by the
-new shards, and every group is delivered completely, in produce order.
+new shards, and every group is delivered completely, in produce order. Cut while feeding
+(`subscription.rq.fed`, the shard's step raises as a refused produce would) and restarted, the
+shard feeds again from the old topic's committed offsets: every message delivered, each group in
+produce order at each message's last delivery.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
 
+import pytest
+
+from app import crashpoints
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointUnavailable
-from app.subscription.model import EndpointSpec, RetryPolicy
+from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.inprocess import MemoryStates, running_shards, wait_until
+from tests.integration.subscription.inprocess import (
+    MemoryStates,
+    last_delivery_order,
+    running_shards,
+    wait_until,
+)
 
 
 class FirstAttemptFails:
@@ -37,9 +48,18 @@ class FirstAttemptFails:
         self.delivered[m.group_id].append(seq)
 
 
-async def test_partition_change_then_change_shards_feeds_old_rq(
-    stack: Settings, metadata: MetadataStore, unique: str
-) -> None:
+@dataclass
+class Resharded:
+    settings: Settings
+    sub: Subscription
+    sink: FirstAttemptFails
+    states: MemoryStates
+    produced: dict[str, list[int]]
+
+
+async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: str) -> Resharded:
+    """Two shards stop at T0's end (T1 moves groups), the transient groups' retries wait in the
+    4-partition RQ, and change-shards 3 adds 6-partition RQ/DLQ storage topics."""
     topic = f"subc-{unique}"
     metadata.create(topic, 4)
     groups = [f"g{i}" for i in range(30)]
@@ -73,17 +93,42 @@ async def test_partition_change_then_change_shards_feeds_old_rq(
         metadata.add_storage_topic(topic, 6)
         metadata.switch_produce(topic)
         produce(range(300, 450))
-        await asyncio.sleep(2 * settings.metadata_refresh_s + 1.5)  # past the switch grace period
-        assert all(r.mq.idx == 0 for r in runners), "a shard moved into an incompatible storage topic"
+        # the gate comes before the switch grace period: held means it will never move on
+        await wait_until(lambda: all(r.stats.mq_held_at == 0 for r in runners), 30, "both shards held at T0")
     # the transient groups' retries are still waiting in the 4-partition RQ (3 s backoff)
     assert sink.count() < 300
     changed = ops.change_shards(registry, metadata, sub.name, 3, stop_wait_s=0)
+    registry.close()
     assert changed.shard_count == 3
     rq = metadata.get(sub.rq_topic)
     assert [s.partitions for s in rq.storage_topics] == [4, 6] and rq.produce_pointer == 1
-    async with running_shards(settings, changed, metadata, endpoint=sink, states=states) as runners:
-        await wait_until(lambda: sink.count() >= 450, 60, "every message")
-        fed = sum(r.stats.fed for r in runners)
+    return Resharded(settings, changed, sink, states, produced)
+
+
+async def test_partition_change_then_change_shards_feeds_old_rq(
+    stack: Settings, metadata: MetadataStore, unique: str
+) -> None:
+    r = await reshard_with_rq_lag(stack, metadata, unique)
+    async with running_shards(r.settings, r.sub, metadata, endpoint=r.sink, states=r.states) as runners:
+        await wait_until(lambda: r.sink.count() >= 450, 60, "every message")
+        fed = sum(runner.stats.fed for runner in runners)
     assert fed > 0
-    for g in groups:
-        assert sink.delivered[g] == produced[g], g
+    for g, seqs in r.produced.items():
+        assert r.sink.delivered[g] == seqs, g
+
+
+async def test_a_shard_cut_while_feeding_feeds_again_after_its_restart(
+    stack: Settings, metadata: MetadataStore, unique: str
+) -> None:
+    r = await reshard_with_rq_lag(stack, metadata, unique)
+    with crashpoints.armed("subscription.rq.fed", nth=3) as cut, pytest.raises(crashpoints.InjectedFault):
+        async with running_shards(r.settings, r.sub, metadata, endpoint=r.sink, states=r.states):
+            await wait_until(lambda: cut.fired, 60, "the cut while feeding")
+    async with running_shards(r.settings, r.sub, metadata, endpoint=r.sink, states=r.states):
+        await wait_until(
+            lambda: all(set(r.sink.delivered[g]) == set(s) for g, s in r.produced.items()),
+            60,
+            "every message",
+        )
+    for g, seqs in r.produced.items():
+        assert last_delivery_order(r.sink.delivered[g]) == seqs, g

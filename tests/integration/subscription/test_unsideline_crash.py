@@ -22,15 +22,10 @@ from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
 from app.subscription.unsideline import unsideline
 from tests.integration.subscription.conftest import Endpoint, Workers
-from tests.integration.subscription.inprocess import wait_until
+from tests.integration.subscription.inprocess import last_delivery_order, wait_until
 
 GROUPS = [f"g{i}" for i in range(6)]
 MESSAGES = 60
-
-
-def last_delivery_order(delivered: list[int]) -> list[int]:
-    last = {seq: at for at, seq in enumerate(delivered)}
-    return sorted(last, key=last.__getitem__)
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,6 @@ NOT_DATA = {
 
 # Writes with no named point yet: gaps, listed in docs/reliability.md.
 NO_POINT_YET = {
-    "app/subscription/runner.py::_feed_records": "feeding old RQ storage topics after a shard-count change",
     "spark_ingest/executor.py::_sender": "Spark executors producing ingest records",
     "spark_ingest/executor.py::send": "as above",
 }
