@@ -17,16 +17,11 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.integration.subscription.inprocess import last_delivery_order
 
 pytestmark = pytest.mark.integration
 
 GROUPS, PER_GROUP = 12, 8
-
-
-def last_delivery_order(seqs: list[int]) -> list[int]:
-    """Each message at its last delivery: a replay may repeat messages, never reorder them."""
-    last = {seq: i for i, seq in enumerate(seqs)}
-    return [seq for seq, _ in sorted(last.items(), key=lambda kv: kv[1])]
 
 
 @pytest.mark.timeout(300)
