@@ -65,13 +65,16 @@ def _collect(errors: list[str]) -> Callable[[Any, Any], None]:
 
 
 class ControlChannel:
-    """Producer of control records: state updates from the engine, commands from the operator."""
+    """Producer of control records: state updates from the engine, commands from the operator.
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    A refused record replaces the producer: an idempotent producer that hit a fatal error refuses
+    everything after it, and every later offset flush failed until the pipeline restarted."""
+
+    def __init__(self, bootstrap: str, topic: str, producer: Callable[[], Any] | None = None) -> None:
         self.topic = topic
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
-        )
+        config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
+        self._new_producer = producer or (lambda: Producer(config))
+        self._producer = self._new_producer()
 
     def send_blocking(self, records: list[dict[str, Any]], timeout_s: float = 30.0) -> None:
         errors: list[str] = []
@@ -86,6 +89,8 @@ class ControlChannel:
                 on_delivery=_collect(errors),
             )
         remaining = self._producer.flush(timeout_s)
+        if errors:
+            self._producer = self._new_producer()  # the next send starts clean; the caller retries
         if remaining or errors:
             raise ServiceUnavailable(
                 f"{self.topic}[0]: control records not confirmed ({remaining} left, {errors[:1]})"
