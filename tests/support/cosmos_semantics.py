@@ -1,7 +1,10 @@
 """An azure-core transport that makes the embedded Cosmos endpoint answer as real Cosmos DB does
-where it does not: 304 Not Modified on a matching If-None-Match read, and, on demand, throttling
-(429 with `x-ms-retry-after-ms`), 408, 503 and 449 (retry with) answers before a request reaches
-the endpoint. The real azure-cosmos SDK runs on top of it, with its own retry policies.
+where it does not: 304 Not Modified on a matching If-None-Match read, atomic transactional batches
+of creates (one that would fail on an existing document applies nothing and answers 207 with 409
+for that operation and 424 for the others; the embedded endpoint keeps the operations before it),
+and, on demand, throttling (429 with `x-ms-retry-after-ms`), 408, 503 and 449 (retry with) answers
+before a request reaches the endpoint. The real azure-cosmos SDK runs on top of it, with its own
+retry policies.
 
     transport = CosmosSemantics()
     store = await open_cosmos(settings, database=..., transport=transport)
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from azure.core.pipeline.transport import AioHttpTransport, AioHttpTransportResponse
 
 SUBSTATUS = {429: "3200", 408: "0", 503: "0", 449: "0"}
@@ -39,6 +43,7 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
         self.faults: list[_Fault] = []
         self.answered: dict[int, int] = {}  # status -> how often it was answered by this transport
         self.seen: list[tuple[str, str, int]] = []  # (method, url, status) as the SDK saw them
+        self.rolled_back = 0  # transactional batches answered as failed, nothing applied
 
     def fail_next(
         self,
@@ -82,6 +87,10 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
             response.headers["x-ms-substatus"] = SUBSTATUS.get(fault.status, "0")
             self.seen.append((request.method, request.url, fault.status))
             return response
+        if request.headers.get("x-ms-cosmos-is-batch-request") == "True":
+            refused = await self._atomic_refusal(request, **kwargs)
+            if refused is not None:
+                return refused
         response = await super().send(request, **kwargs)
         wanted = request.headers.get("If-None-Match")
         if request.method == "GET" and wanted and wanted != "*":
@@ -89,6 +98,35 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
             if response.status_code == 200 and response.headers.get("etag") == wanted:
                 self._rewrite(response, 304, b"")
         self.seen.append((request.method, request.url, response.status_code))
+        return response
+
+    async def _atomic_refusal(self, request: Any, **kwargs: Any) -> AioHttpTransportResponse | None:
+        """A batch of creates where one document exists already: real Cosmos DB applies none of it."""
+        operations = orjson.loads(request.data or b"[]")
+        dropped = ("x-ms-cosmos-batch", "x-ms-cosmos-is-batch", "content-length", "content-type")
+        headers = {k: v for k, v in request.headers.items() if not k.lower().startswith(dropped)}
+        failed_at = None
+        for index, operation in enumerate(operations):
+            if operation.get("operationType") != "Create":
+                return None  # only batches of creates are emulated
+            probe = request.__class__(
+                "GET", f"{request.url}/{operation['resourceBody']['id']}", headers=headers
+            )
+            found = await super().send(probe, **kwargs)
+            await found.load_body()
+            if found.status_code == 200:
+                failed_at = index
+                break
+        if failed_at is None:
+            return None
+        results = [{"statusCode": 409 if i == failed_at else 424} for i in range(len(operations))]
+        response = await super().send(
+            request.__class__("GET", request.url.split("/dbs/")[0] + "/", headers=headers), **kwargs
+        )
+        await response.load_body()
+        self._rewrite(response, 207, orjson.dumps(results))
+        self.rolled_back += 1
+        self.seen.append((request.method, request.url, 207))
         return response
 
     def _rewrite(self, response: AioHttpTransportResponse, status: int, body: bytes) -> None:
