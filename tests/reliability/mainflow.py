@@ -26,6 +26,8 @@ from app.stack.services import worker_process
 
 RUN_SETTINGS = (
     "HUBSTREAM_APP_ID",
+    "BATCH_ACKS_TOPIC",
+    "BATCH_COMPLETIONS_TOPIC",
     "SUBSCRIPTION_REGISTRY_TOPIC",
     "COSMOS_DATABASE",
     "MYSQL_URL",
