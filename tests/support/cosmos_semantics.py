@@ -87,7 +87,7 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
             response.headers["x-ms-substatus"] = SUBSTATUS.get(fault.status, "0")
             self.seen.append((request.method, request.url, fault.status))
             return response
-        if request.headers.get("x-ms-cosmos-is-batch-request") == "True":
+        if str(request.headers.get("x-ms-cosmos-is-batch-request", "")).lower() == "true":
             refused = await self._atomic_refusal(request, **kwargs)
             if refused is not None:
                 return refused
@@ -109,10 +109,8 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
         for index, operation in enumerate(operations):
             if operation.get("operationType") != "Create":
                 return None  # only batches of creates are emulated
-            probe = request.__class__(
-                "GET", f"{request.url}/{operation['resourceBody']['id']}", headers=headers
-            )
-            found = await super().send(probe, **kwargs)
+            doc_url = f"{request.url.rstrip('/')}/{operation['resourceBody']['id']}"
+            found = await super().send(request.__class__("GET", doc_url, headers=headers), **kwargs)
             await found.load_body()
             if found.status_code == 200:
                 failed_at = index
