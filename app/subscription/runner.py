@@ -290,13 +290,24 @@ class ShardRunner:
         return True
 
     async def _skip_drained(self, reader: _Reader) -> None:
-        """Start past the drained storage topics, but (MQ) never past the gate `_maybe_advance`
-        keeps: a restart must not take the shard where its groups change shards."""
+        """Start past the drained storage topics, but (MQ) not where groups change shards while
+        another shard may still deliver the topic before: the gate `_maybe_advance` keeps. Once
+        every shard drained it (as change-shards waits for), the rest of the chain only has to
+        suit this shard count."""
         topic = self._topic(reader)
         while reader.idx < topic.produce_pointer and await self._drained(reader.partitions(topic)):
-            if reader is self.mq and not self._mq_compatible(topic):
+            if reader is self.mq and not await self._mq_may_leave(topic, reader.idx):
+                self._mq_compatible(topic)  # logs why, and shows the shard held
                 break
             reader.idx += 1
+
+    async def _mq_may_leave(self, topic: CompositeTopic, idx: int) -> bool:
+        count = self.sub.shard_count
+        if chain_keeps_shards(topic, count, idx, idx + 1):
+            return True
+        storage = topic.storage_topics[idx]
+        every = [TopicPartition(storage.name, p) for p in range(storage.partitions)]
+        return chain_keeps_shards(topic, count, idx + 1, topic.produce_pointer) and await self._drained(every)
 
     async def _states_for_mq(self) -> None:
         """The states were loaded for the groups this shard owns at the produce pointer; held at
