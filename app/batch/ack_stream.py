@@ -51,6 +51,7 @@ class AckPositions:
         self._clock = clock
         self._cursors: dict[int, AckCursor] = {}
         self._moved: dict[int, int] = {}  # partition -> position to write
+        self._resume: dict[int, int] = {}  # partition -> where the group resumes, asked ahead
         self._ownership: tuple[int, frozenset[int]] = (-1, frozenset())
         self.sought = 0  # seeks back so far (records skipped by the consumer, or stalls)
 
@@ -61,6 +62,7 @@ class AckPositions:
             self._ownership = now
             self._cursors.clear()
             self._moved.clear()
+            self._resume.clear()
 
     async def _cursor(self, partition: int) -> AckCursor | None:
         self._served()
@@ -71,8 +73,12 @@ class AckPositions:
             stored = self.service.run(partition, read_position)
         except PartitionNotReady:
             return None  # the record takes the not-ready path (wait, or re-queue to the owner)
-        if stored is None:
-            stored = (await asyncio.to_thread(self._resume_offsets, [partition]))[0]
+        if stored is None:  # first sight: where the group resumes, asked once for every partition
+            if partition not in self._resume:
+                served = sorted(self.service.ready | {partition})
+                offsets = await asyncio.to_thread(self._resume_offsets, served)
+                self._resume.update(zip(served, offsets, strict=True))
+            stored = self._resume.pop(partition)
         cursor = self._cursors[partition] = AckCursor(stored, self._clock())
         return cursor
 
