@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from app.eventstore import CorruptStream, InvalidStreamName
 from app.eventstore.model import (
     TIP_ID,
+    AppendPlan,
     EncodedEvent,
     EncodedUnfold,
     TipDocument,
@@ -124,19 +125,21 @@ def cases(tip: TipDocument) -> list[tuple[str, int]]:
     return [(u.event.case, u.index) for u in tip.unfolds]
 
 
+def append_fifth_event(max_events: int) -> AppendPlan:
+    """A tip of 4 events with a Snapshot and a Summary unfolded at version 3, then one more event
+    written with a new Snapshot."""
+    events = tuple(EncodedEvent("Added", {"n": i}) for i in range(4))
+    tip = TipDocument("s-1", 0, events, (unfold("Snapshot", 3), unfold("Summary", 3)))
+    fifth = [EncodedEvent("Added", {"n": 4})]
+    return plan_append(
+        "s-1", tip, fifth, [unfold("Snapshot", 5)], max_events=max_events, max_json_bytes=10**6
+    )
+
+
 def test_new_unfolds_supersede_stored_ones_of_their_case_only() -> None:
     """Seed 001: `u` holds unfolded events which supersede items with equivalent case values.
     Before, each write replaced the whole list: another writer's projection was lost."""
-    events = tuple(EncodedEvent("Added", {"n": i}) for i in range(4))
-    tip = TipDocument("s-1", 0, events, (unfold("Snapshot", 3), unfold("Summary", 3)))
-    plan = plan_append(
-        "s-1",
-        tip,
-        [EncodedEvent("Added", {"n": 4})],
-        [unfold("Snapshot", 5)],
-        max_events=10,
-        max_json_bytes=10**6,
-    )
+    plan = append_fifth_event(max_events=10)
     assert plan.calved is None
     assert cases(plan.tip) == [("Summary", 3), ("Snapshot", 5)]
     rolled = plan_unfold_only("s-1", plan.tip, [unfold("Summary", 6)])
@@ -144,15 +147,6 @@ def test_new_unfolds_supersede_stored_ones_of_their_case_only() -> None:
 
 
 def test_unfolds_of_other_cases_go_when_the_tip_moves_past_their_event() -> None:
-    events = tuple(EncodedEvent("Added", {"n": i}) for i in range(4))
-    tip = TipDocument("s-1", 0, events, (unfold("Snapshot", 3), unfold("Summary", 3)))
-    plan = plan_append(
-        "s-1",
-        tip,
-        [EncodedEvent("Added", {"n": 4})],
-        [unfold("Snapshot", 5)],
-        max_events=4,
-        max_json_bytes=10**6,
-    )
+    plan = append_fifth_event(max_events=4)
     assert plan.calved is not None and plan.tip.index == 4
     assert cases(plan.tip) == [("Snapshot", 5)], "Summary@3 is behind the new tip's base 4"
