@@ -78,11 +78,14 @@ class AckCursor:
         self.last_progress = now
         self.sought_at = None
 
+    def quiet(self, now: float) -> bool:
+        """No record handled, nor a seek back made, for STALLED_AFTER_S."""
+        return now - max(self.last_progress, self.sought_at or 0.0) >= STALLED_AFTER_S
+
     def stalled(self, end: int, now: float) -> bool:
         """Records are left before `end` and none was handled for a while: seek back (and note
         the seek, so the next check waits for it)."""
-        quiet = now - max(self.last_progress, self.sought_at or 0.0)
-        if self.expected < end and quiet >= STALLED_AFTER_S:
+        if self.expected < end and self.quiet(now):
             self.sought_at = now
             return True
         return False

@@ -108,13 +108,14 @@ class AckPositions:
                 self._cursors.pop(partition, None)  # no longer served here: its new owner resumes
 
     async def watch(self) -> None:
-        """Seek back partitions whose records stopped coming with some left before their end."""
+        """Seek back partitions whose records stopped coming with some left before their end. Only
+        quiet partitions cost an end-offset probe: one handling records is not stalled."""
         self._served()
-        partitions = sorted(self._cursors)
+        now = self._clock()
+        partitions = sorted(p for p, cursor in self._cursors.items() if cursor.quiet(now))
         if not partitions:
             return
         ends = await asyncio.to_thread(self._end_offsets, partitions)
-        now = self._clock()
         for partition, end in zip(partitions, ends, strict=True):
             cursor = self._cursors.get(partition)
             if cursor is not None and cursor.stalled(end, now):

@@ -170,3 +170,24 @@ async def test_the_watchdog_seeks_back_a_partition_whose_last_records_never_came
     await acks.watch()
     assert consumer.seeks == [(2, 1)]
     assert acks.sought == 1
+
+
+async def test_the_watchdog_probes_end_offsets_only_for_quiet_partitions() -> None:
+    parts, clock = FakePartitions({0}), [0.0]
+    probed: list[list[int]] = []
+
+    def ends(ps: list[int]) -> list[int]:
+        probed.append(ps)
+        return [1 for _ in ps]
+
+    acks = AckPositions(
+        parts, Consumer({0: 0}, {}).seek, lambda ps: [0 for _ in ps], ends, clock=lambda: clock[0]
+    )
+    assert await acks.admit(0, 0)
+    acks.handled(0, 0)
+    clock[0] = STALLED_AFTER_S / 2
+    await acks.watch()
+    assert probed == [], "a partition handling records costs no probe"
+    clock[0] = STALLED_AFTER_S + 1
+    await acks.watch()
+    assert probed == [[0]]
