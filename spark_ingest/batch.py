@@ -29,6 +29,14 @@ class BatchState:
     is_complete: bool
     is_closed: bool
     user_key: str | None
+    pending_items: int | None = None
+    total_items: int | None = None
+
+    @property
+    def acked_items(self) -> int | None:
+        if self.pending_items is None or self.total_items is None:
+            return None
+        return self.total_items - self.pending_items
 
 
 class BatchTracker(Protocol):
@@ -74,6 +82,8 @@ class HttpBatchTracker:
             bool(answer["isComplete"]),
             bool(answer["isClosed"]),
             answer.get("userKey"),
+            answer.get("pendingItems"),
+            answer.get("totalItems"),
         )
 
     def _guard(self, call: Callable[[], T]) -> T:

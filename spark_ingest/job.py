@@ -25,10 +25,11 @@ from app.composite.producer import producer_config
 from app.composite.store import MetadataStore
 from app.errors import HubstreamError
 from app.settings import Settings, get_settings
-from spark_ingest.batch import BatchState, BatchTracker, HttpBatchTracker, open_assignment, wait_complete
+from spark_ingest.batch import BatchTracker, HttpBatchTracker, open_assignment, wait_complete
 from spark_ingest.errors import IngestFailed
 from spark_ingest.executor import COUNT_SCHEMA, RESULT_SCHEMA, count_valid_batches, produce_batches
 from spark_ingest.plan import IngestPlan, count_by_split, split_offsets
+from spark_ingest.progress import IngestProgress, TextProgress
 from spark_ingest.reader import build_session, detect_format, read_input, warm_up
 
 __all__ = ["IngestOptions", "IngestSummary", "main", "run_ingest"]
@@ -76,38 +77,39 @@ def _default_rejects(settings: Settings) -> Path:
     return settings.home / "spark_ingest" / f"rejects-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
 
 
-def _progress(spark: SparkSession, report: Report, interval_s: float, label: str) -> Callable[[], None]:
-    """Report stage progress every `interval_s` until the returned stop function is called."""
+TASK_POLL_S = 0.5
+
+
+def _watch_tasks(spark: SparkSession, progress: IngestProgress, label: str) -> Callable[[], None]:
+    """Tell `progress` the running stages' tasks every TASK_POLL_S until the returned stop is called."""
     stop = threading.Event()
-    started = time.monotonic()
 
     def loop() -> None:
         tracker = spark.sparkContext.statusTracker()
-        while not stop.wait(interval_s):
+        while not stop.wait(TASK_POLL_S):
             done = total = 0
             for stage_id in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     done, total = done + info.numCompletedTasks, total + info.numTasks
-            report(f"{label}: {done}/{total} tasks done, {time.monotonic() - started:.0f} s")
+            if total:
+                progress.tasks(label, done, total)
 
     thread = threading.Thread(target=loop, name="ingest-progress", daemon=True)
     thread.start()
 
     def finish() -> None:
         stop.set()
-        thread.join(timeout=interval_s + 1)
+        thread.join(timeout=TASK_POLL_S + 1)
 
     return finish
 
 
-def _collect(
-    frame: DataFrame, spark: SparkSession, report: Report, interval_s: float, label: str
-) -> list[Any]:
+def _collect(frame: DataFrame, spark: SparkSession, progress: IngestProgress, label: str) -> list[Any]:
     group = f"hubstream-ingest-{uuid.uuid4().hex[:12]}"
     context = spark.sparkContext
     context.setJobGroup(group, label)
-    finish = _progress(spark, report, interval_s, label)
+    finish = _watch_tasks(spark, progress, label)
     try:
         return frame.collect()
     except HubstreamError:
@@ -165,9 +167,14 @@ def run_ingest(
     spark: SparkSession | None = None,
     tracker: BatchTracker | None = None,
     report: Report = lambda line: print(line, file=sys.stderr, flush=True),
+    progress: IngestProgress | None = None,
 ) -> IngestSummary:
-    """Produce every valid row of `options.path` into composite topic `options.topic`; returns the summary."""
+    """Produce every valid row of `options.path` into composite topic `options.topic`; returns the summary.
+
+    `report` gets the job's milestones as lines; `progress` its tasks and batch state (default:
+    lines through `report` every `options.progress_interval_s`)."""
     settings = settings or get_settings()
+    progress = progress or TextProgress(report, options.progress_interval_s)
     store = MetadataStore(settings.bootstrap, settings.metadata_topic)
     try:
         storage = store.get(options.topic).current
@@ -205,8 +212,7 @@ def run_ingest(
         counted = _collect(
             _map(spark, frame, plan, count_valid_batches, COUNT_SCHEMA),
             spark,
-            report,
-            options.progress_interval_s,
+            progress,
             "counting valid rows",
         )
         valid = count_by_split((r["file"], r["start"], r["valid"]) for r in counted)
@@ -218,8 +224,7 @@ def run_ingest(
     results = _collect(
         _map(spark, frame, plan, produce_batches, RESULT_SCHEMA),
         spark,
-        report,
-        options.progress_interval_s,
+        progress,
         "producing",
     )
     duration_s = time.monotonic() - started
@@ -245,29 +250,19 @@ def run_ingest(
     if plan.items is not None and tracker is not None:
         tracker.close(plan.items.batch_id)
         report(f"batch {plan.items.batch_id} closed")
-        complete = tracker.state(plan.items.batch_id).is_complete
+        state = tracker.state(plan.items.batch_id)
+        progress.batch(state)
+        complete = state.is_complete
         if options.wait and not complete:
             state = wait_complete(
                 tracker,
                 plan.items.batch_id,
                 options.wait_timeout_s,
-                on_poll=_every(options.progress_interval_s, report),
+                on_poll=lambda polled, _elapsed: progress.batch(polled),
             )
             complete = state.is_complete
         summary = replace(summary, batch_complete=complete)
     return summary
-
-
-def _every(interval_s: float, report: Report) -> Callable[[BatchState, float], None]:
-    """A poll callback that reports the batch's state at most once per `interval_s` (and when complete)."""
-    last = [-interval_s]
-
-    def on_poll(state: BatchState, elapsed_s: float) -> None:
-        if state.is_complete or elapsed_s - last[0] >= interval_s:
-            last[0] = elapsed_s
-            report(f"batch {state.batch_id}: complete={state.is_complete} after {elapsed_s:.0f} s")
-
-    return on_poll
 
 
 def _map(

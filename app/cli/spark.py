@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from app.cli.common import HubstreamGroup, echo_json
+from app.progress import Stages
 
 __all__ = ["spark"]
 
@@ -39,7 +41,13 @@ def spark() -> None:
 @click.option("--batch-url", default=None, help="batch API base URL (default: http://WEB_HOST:WEB_PORT)")
 @click.option("--batch-user-key", default=None, help="the batch's userKey (default: spark-ingest:PATH)")
 @click.option("--wait-timeout-s", type=float, default=600.0, show_default=True)
-@click.option("--progress-interval-s", type=float, default=10.0, show_default=True)
+@click.option(
+    "--progress-interval-s",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="seconds between progress lines when stderr is not a terminal",
+)
 def ingest(
     path: str,
     topic: str,
@@ -55,11 +63,14 @@ def ingest(
 ) -> None:
     """Validate the rows of PATH (file or directory) and produce them into composite topic --topic.
 
-    Prints progress on stderr and the summary as JSON on stdout. Exits 1 when --wait timed
-    out before the batch completed.
+    Shows progress on stderr (a bar per stage on a terminal: Spark's tasks while counting and
+    producing, then the batch's acked items) and prints the summary as JSON on stdout. Exits 1
+    when --wait timed out before the batch completed.
     """
     from spark_ingest.job import IngestOptions, run_ingest
+    from spark_ingest.progress import INGEST_STAGES, StageProgress
 
+    console = Console(stderr=True)
     if wait and not batch:
         raise click.UsageError("--wait needs --batch")
     options = IngestOptions(
@@ -75,7 +86,13 @@ def ingest(
         wait_timeout_s=wait_timeout_s,
         progress_interval_s=progress_interval_s,
     )
-    summary = run_ingest(options)
+    if console.is_terminal:
+        with Stages(console, INGEST_STAGES) as stages:
+            summary = run_ingest(
+                options, report=lambda line: console.print(f"  {line}"), progress=StageProgress(stages)
+            )
+    else:  # a log: a line per interval
+        summary = run_ingest(options)
     echo_json(summary.to_json())
     if wait and summary.batch_complete is False:
         click.echo(f"error: batch {summary.batch_id} not complete after {wait_timeout_s:.0f} s", err=True)

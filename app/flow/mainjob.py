@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +31,24 @@ from rich.console import Console
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
 from app.flow.actors import DrainReport, drain_actors
-from app.kafka.admin import true_end_offsets
-from app.kafka.reading import read_to_end
+from app.flow.readback import (
+    Offsets,
+    SubscriptionTopics,
+    completions_seen,
+    copy_reasons,
+    ends,
+    since,
+    subscription_topics,
+)
+from app.flow.watch import FLOW_STAGES, FlowWatch
+from app.progress import Stages
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
 from app.stack.services import start_workers, web_answers
+from app.subscription import ops
+from app.subscription.model import EndpointSpec, RetryPolicy, Status
+from app.subscription.registry import SubscriptionRegistry
 
 __all__ = ["MainJobOptions", "run_main_job"]
 
@@ -66,22 +79,15 @@ def _say(console: Console, text: str) -> None:
     console.print(f"[bold cyan]hubstream run[/] {text}")
 
 
-def _wait(
-    what: str, check: Callable[[], bool], timeout_s: float, console: Console, every_s: float = 2.0
-) -> None:
+def _wait(what: str, check: Callable[[], bool], timeout_s: float, every_s: float = 1.0) -> None:
     deadline = time.monotonic() + timeout_s
-    with console.status(what):
-        while not check():
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"timed out after {timeout_s:.0f} s waiting for: {what}")
-            time.sleep(every_s)
+    while not check():
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"timed out after {timeout_s:.0f} s waiting for: {what}")
+        time.sleep(every_s)
 
 
 def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
-    from app.subscription import ops
-    from app.subscription.model import EndpointSpec, RetryPolicy, Status
-    from app.subscription.registry import SubscriptionRegistry
-
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
     registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
     try:
@@ -150,28 +156,17 @@ def _pipeline_process(settings: Settings, topic: str) -> ManagedProcess:
     )
 
 
-def _storage_ends(settings: Settings, name: str) -> int:
-    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
-    try:
-        topic = metadata.get(name)
-    finally:
-        metadata.close()
-    tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
-    return sum(true_end_offsets(settings.bootstrap, tps))
+def _batch_rows(settings: Settings) -> Callable[[str], int]:
+    return lambda batch_id: _mysql_rows(settings, batch_id)
 
 
-def _delivered(settings: Settings, options: MainJobOptions) -> tuple[int, int]:
-    """(consumed from data-available by the subscription, dead-lettered), read from Kafka."""
-    from app.subscription import ops
-    from app.subscription.registry import SubscriptionRegistry
-
+def _pending(settings: Settings, options: MainJobOptions) -> int:
+    """Records the subscription has not consumed yet, in MQ and RQ (read from Kafka)."""
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
     registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
     try:
         lag = ops.lag_report(registry, metadata, options.subscription)
-        produced = _storage_ends(settings, options.topic)
-        pending = sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])
-        return produced - pending, int(lag["dlq_depth"])
+        return sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])
     finally:
         metadata.close()
 
@@ -196,34 +191,43 @@ def _run_input(settings: Settings, options: MainJobOptions, console: Console) ->
     return run_input
 
 
-def _completions_seen(settings: Settings, batch_id: str | None) -> int:
-    """Completion events of `batch_id` on BATCH_COMPLETIONS_TOPIC (at least once: consumers dedupe)."""
-    if batch_id is None:
-        return 0
-    key = str(batch_id).encode()
-    return sum(1 for k, _ in read_to_end(settings.bootstrap, settings.batch_completions_topic) if k == key)
-
-
-def _drain(settings: Settings, recipients: list[str], expected: int, console: Console) -> DrainReport:
+def _drain(settings: Settings, recipients: list[str], expected: int, stages: Stages) -> DrainReport:
     """Every actor peeks and dequeues until empty, concurrently, through the HTTP actor API."""
     base = f"http://127.0.0.1:{settings.web_port}"
     secret = settings.hub_jwt_secret.get_secret_value()
-    with console.status("actors draining the hub (Peek/Dequeue over HTTP)") as status:
 
-        def progress(report: DrainReport) -> None:
-            status.update(f"actors draining the hub: {report.drained:,} of {expected:,} events")
+    def progress(report: DrainReport) -> None:
+        stages.update("drain", report.drained, expected)
 
-        # A worker killed mid-save leaves a claim that hides the retried events for
-        # HUB_SAVE_LEASE_S: the actors keep coming back that long at most.
-        return asyncio.run(
-            drain_actors(
-                base,
-                secret,
-                recipients,
-                expected=expected,
-                deadline_s=settings.hub_save_lease_s + 30,
-                progress=progress,
-            )
+    # A worker killed mid-save leaves a claim that hides the retried events for
+    # HUB_SAVE_LEASE_S: the actors keep coming back that long at most.
+    drained = asyncio.run(
+        drain_actors(
+            base,
+            secret,
+            recipients,
+            expected=expected,
+            deadline_s=settings.hub_save_lease_s + 30,
+            progress=progress,
+        )
+    )
+    stages.update("drain", drained.drained, expected)
+    stages.finish("drain")
+    return drained
+
+
+@dataclass(frozen=True, slots=True)
+class _Before:
+    """Where the subscription's topics ended before the run: the run reports what it added."""
+
+    main: Offsets
+    retry: Offsets
+    dead_letter: Offsets
+
+    @classmethod
+    def read(cls, settings: Settings, topics: SubscriptionTopics) -> _Before:
+        return cls(
+            ends(settings, topics.main), ends(settings, topics.retry), ends(settings, topics.dead_letter)
         )
 
 
@@ -246,39 +250,44 @@ def run_main_job(
     _pipeline_process(settings, options.topic).start()
 
     sample = _run_input(settings, options, console)
-    _say(console, "Spark ingest into data-available under an exact batch (waits for completion)")
-    summary = run_ingest(
-        IngestOptions(
-            path=str(sample),
-            topic=options.topic,
-            batch=True,
-            wait=True,
-            batch_url=f"http://127.0.0.1:{settings.web_port}",
-            wait_timeout_s=options.timeout_s,
-        ),
-        settings,
-        report=lambda line: console.print(f"  {line}"),
-    )
-    produced = _storage_ends(settings, options.topic)
-    _wait(
-        "the MySQL mirror catching up",
-        lambda: _mysql_rows(settings, summary.batch_id) >= summary.produced,
-        options.timeout_s,
-        console,
-    )
-    recipients = recipient_ids(options.recipients)
-    _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
-    drained = _drain(settings, recipients, summary.produced, console)
-    console.print(
-        f"  {drained.drained:,} events in {drained.bundles:,} bundles, {drained.rate:,.0f} events/s,"
-        f" {drained.duplicates} duplicates, {drained.fifo_violations} out of order"
-    )
-    delivered, dead_lettered = _delivered(settings, options)
-    return {
+    topics = subscription_topics(settings, options.subscription)
+    before = _Before.read(settings, topics)
+    _say(console, "Spark ingest into data-available under an exact batch; the hub and MySQL fill behind it")
+    with (
+        Stages(console, FLOW_STAGES) as stages,
+        FlowWatch(settings, stages, options.topic, topics.consumer_group, _batch_rows(settings)) as watch,
+    ):
+        summary = run_ingest(
+            IngestOptions(
+                path=str(sample),
+                topic=options.topic,
+                batch=True,
+                wait=True,
+                batch_url=f"http://127.0.0.1:{settings.web_port}",
+                wait_timeout_s=options.timeout_s,
+            ),
+            settings,
+            report=lambda line: console.print(f"  {line}"),
+            progress=watch,
+        )
+        _wait(
+            "the MySQL mirror catching up",
+            lambda: _mysql_rows(settings, summary.batch_id) >= summary.produced,
+            options.timeout_s,
+        )
+        recipients = recipient_ids(options.recipients)
+        drained = _drain(settings, recipients, summary.produced, stages)
+    console.print(stages.table())
+    produced = since(ends(settings, topics.main), before.main)
+    dead_lettered = since(ends(settings, topics.dead_letter), before.dead_letter)
+    retries = copy_reasons(settings, topics.retry, before.retry)
+    dead_letters = copy_reasons(settings, topics.dead_letter, before.dead_letter)
+    figures = stages.figures()
+    counts = {
         "events_in": summary.rows_read,
         "rejected": summary.rejected,
         "produced": produced,
-        "delivered": delivered - dead_lettered,
+        "delivered": produced - _pending(settings, options) - dead_lettered,
         "dead_lettered": dead_lettered,
         "hub_saved": drained.drained,
         "hub_duplicates": drained.duplicates,
@@ -286,6 +295,22 @@ def run_main_job(
         "drain_events_per_s": round(drained.rate, 1),
         "mysql_rows": _mysql_rows(settings, summary.batch_id),
         "batch_complete": bool(summary.batch_complete),
-        "completion_events": _completions_seen(settings, summary.batch_id),
+        "completion_events": completions_seen(settings, summary.batch_id),
+        "retries": sum(retries.values()),
+        "retry_reasons": dict(retries),
+        "dead_letter_reasons": dict(dead_letters),
+        "stage_seconds": {key: round(f.seconds, 1) for key, f in figures.items()},
+        "stage_rates": {key: round(f.rate, 1) for key, f in figures.items()},
         "seconds": round(time.monotonic() - started, 1),
     }
+    if retries or dead_letters:
+        console.print(
+            f"[bold yellow]warning:[/] {sum(retries.values()):,} retries ({_reasons(retries)}) and "
+            f"{sum(dead_letters.values()):,} dead letters ({_reasons(dead_letters)}) in this run; "
+            "a clean run has none"
+        )
+    return counts
+
+
+def _reasons(reasons: Counter[str]) -> str:
+    return ", ".join(f"{reason} {count:,}" for reason, count in reasons.most_common()) or "none"

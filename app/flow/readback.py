@@ -1,0 +1,94 @@
+"""What the main job reads back from Kafka to report a run: storage-topic ends, what the
+subscription consumed, its retry and dead-letter records with their reasons, and completion
+events. Counts come from the broker, never from a worker's in-process counters."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.composite.store import MetadataStore
+from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.reading import read_from, read_to_end
+from app.settings import Settings
+from app.subscription.errors import UndecodableMessage
+from app.subscription.records import decode_internal
+from app.subscription.registry import SubscriptionRegistry
+
+__all__ = [
+    "Offsets",
+    "SubscriptionTopics",
+    "completions_seen",
+    "consumed",
+    "copy_reasons",
+    "ends",
+    "since",
+    "subscription_topics",
+]
+
+Offsets = dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionTopics:
+    consumer_group: str
+    main: str
+    retry: str
+    dead_letter: str
+
+
+def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
+    registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+    registry.refresh()
+    sub = registry.get(name)
+    return SubscriptionTopics(sub.consumer_group, sub.topic, sub.rq_topic, sub.dlq_topic)
+
+
+def _partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
+    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    try:
+        topic = metadata.get(composite)
+    finally:
+        metadata.close()
+    return [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+
+
+def ends(settings: Settings, composite: str) -> Offsets:
+    """The end offset of every partition of every storage topic of composite topic `composite`."""
+    tps = _partitions(settings, composite)
+    return dict(zip(tps, true_end_offsets(settings.bootstrap, tps), strict=True))
+
+
+def consumed(settings: Settings, group: str, composite: str) -> Offsets:
+    """The consumer group's committed offset of every partition of `composite`."""
+    tps = _partitions(settings, composite)
+    return dict(zip(tps, committed_offsets(settings.bootstrap, group, tps), strict=True))
+
+
+def since(now: Mapping[tuple[str, int], int], before: Mapping[tuple[str, int], int]) -> int:
+    """Records added between two readings (partitions new since `before` count from 0)."""
+    return sum(max(0, end - before.get(tp, 0)) for tp, end in now.items())
+
+
+def copy_reasons(settings: Settings, composite: str, before: Mapping[tuple[str, int], int]) -> Counter[str]:
+    """RQ or DLQ records written since `before`, counted by why: `<reason>: <error class>` for a
+    failed message, `sidelined` for one that waited behind its group's failure."""
+    reasons: Counter[str] = Counter()
+    starts = {tp: before.get(tp, 0) for tp in _partitions(settings, composite)}
+    for record in read_from(settings.bootstrap, starts):
+        try:
+            failure = decode_internal(record.headers()).failure
+        except UndecodableMessage:
+            reasons["undecodable headers"] += 1
+            continue
+        reasons["sidelined" if failure is None else f"{failure.reason}: {failure.error_class}"] += 1
+    return reasons
+
+
+def completions_seen(settings: Settings, batch_id: str | None) -> int:
+    """Completion events of `batch_id` on BATCH_COMPLETIONS_TOPIC (at least once: consumers dedupe)."""
+    if batch_id is None:
+        return 0
+    key = str(batch_id).encode()
+    return sum(1 for k, _ in read_to_end(settings.bootstrap, settings.batch_completions_topic) if k == key)
