@@ -117,26 +117,34 @@ class HubContainers:
 
     async def create(self, container: ContainerProxy, doc: dict[str, Any]) -> bool:
         """Create `doc`; False when a document with its id already exists."""
+        return await self.create_tagged(container, doc) is not None
+
+    async def create_tagged(self, container: ContainerProxy, doc: dict[str, Any]) -> str | None:
+        """Create `doc`; its etag, or None when a document with its id already exists."""
         self.counter.add()
         try:
-            await container.create_item(doc)
+            created: dict[str, Any] = await container.create_item(doc)
         except exceptions.CosmosResourceExistsError:
-            return False
-        return True
+            return None
+        return str(created["_etag"])
 
     async def replace_if_match(self, container: ContainerProxy, doc: dict[str, Any], etag: str) -> bool:
         """Replace under If-Match; False on a stale etag (412) or a vanished document."""
+        return await self.replace_tagged(container, doc, etag) is not None
+
+    async def replace_tagged(self, container: ContainerProxy, doc: dict[str, Any], etag: str) -> str | None:
+        """Replace under If-Match; the new etag, or None on a stale etag (412) or a vanished document."""
         self.counter.add()
         try:
-            await container.replace_item(
+            replaced: dict[str, Any] = await container.replace_item(
                 doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
             )
         except exceptions.CosmosAccessConditionFailedError:
             self.counter.etag_conflicts += 1
-            return False
+            return None
         except exceptions.CosmosResourceNotFoundError:
-            return False
-        return True
+            return None
+        return str(replaced["_etag"])
 
     async def delete_if_match(
         self, container: ContainerProxy, doc_id: str, partition_key: str, etag: str

@@ -31,6 +31,7 @@ from app.hub.cosmos_io import (
     ledger_from_doc,
 )
 from app.hub.errors import SaveLeaseLost
+from app.hub.known import KnownDocs
 from app.hub.model import (
     Allocation,
     CabinetKey,
@@ -85,6 +86,10 @@ class HubRepository:
     def __init__(self, io: HubContainers, options: RepositoryOptions) -> None:
         self.io = io
         self.options = options
+        # What this process last read or wrote of the ledgers and drawers it saves into: the
+        # worker that owns a recipient starts each compare-and-swap from it instead of a read.
+        self._ledgers: KnownDocs[Ledger] = KnownDocs()
+        self._drawers: KnownDocs[DrawerState] = KnownDocs()
 
     # ---- Save ---------------------------------------------------------------------------------
 
@@ -100,11 +105,11 @@ class HubRepository:
         """Claim sequence numbers, write the idempotency index, the events and drawers, release.
 
         The index is written by creating one document per event id: a create that finds one
-        already there means a duplicate (or a racing save), found without reading the index first.
-        Only when the first event's entry exists (a redelivery) is the whole index read up front.
+        already there means a duplicate (a redelivery) or a racing save, found without reading the
+        index first; the claim is then given back and the save planned again from the whole index.
         """
         ids = [e.id for e in events]
-        index = await self._lookup_index(recipient, ids) if await self._indexed(recipient, ids[0]) else {}
+        index: dict[str, IndexEntry] = {}
         for _ in range(MAX_SAVE_PASSES):
             claimed = await self._claim(recipient, events, index)
             if isinstance(claimed, SaveResult):
@@ -128,9 +133,12 @@ class HubRepository:
     async def _claim(
         self, recipient: str, events: list[DataAvailable], index: dict[str, IndexEntry]
     ) -> tuple[SavePlan, Allocation, Ledger] | SaveResult:
-        """Plan against the index and claim sequence numbers in the ledger (compare-and-swap)."""
-        for _ in range(MAX_CAS_ATTEMPTS):
-            ledger, etag = await self._read_ledger(recipient)
+        """Plan against the index and claim sequence numbers in the ledger (compare-and-swap).
+
+        The first attempt starts from the ledger this process knows, unless the plan must judge
+        index entries by it (then only a fresh read tells which claims are still held)."""
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            ledger, etag = await self._read_ledger(recipient, known=attempt == 0 and not index)
             ledger = ledger.reap(time.time())
             plan = plan_save(events, index, ledger)
             if not plan.to_place:
@@ -147,9 +155,6 @@ class HubRepository:
             if await self._write_ledger(updated, etag):
                 return plan, allocation, updated
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
-
-    async def _indexed(self, recipient: str, event_id: str) -> bool:
-        return await self.io.read(self.io.ids, event_id, recipient) is not None
 
     async def _lookup_index(self, recipient: str, ids: Sequence[str]) -> dict[str, IndexEntry]:
         """The index entries of `ids`, by point reads: constant cost per id on any endpoint (a query
@@ -214,23 +219,25 @@ class HubRepository:
         """Apply the placement to its drawer document under If-Match: the drawer as written, and
         the catalog seq if one is due."""
         empty = DrawerState(placement.drawer_id, placement.cabinet, placement.ordinal)
-        if placement.new_drawer:
-            drawer, catalog_seq = save_into_drawer(empty, placement)
+        known = self._drawers.get(placement.drawer_id)
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            if placement.new_drawer and attempt == 0:
+                current: tuple[DrawerState, str] | None = None
+            elif known is not None and attempt == 0:
+                current = known
+            else:
+                doc = await self.io.read(self.io.drawers, placement.drawer_id, placement.cabinet.value)
+                current = None if doc is None else (drawer_from_doc(doc), doc["_etag"])
+            drawer, catalog_seq = save_into_drawer(empty if current is None else current[0], placement)
             crash_point("hub.save.drawer")
-            if await self.io.create(self.io.drawers, drawer_doc(drawer)):
-                return drawer, catalog_seq
-        for _ in range(MAX_CAS_ATTEMPTS):
-            current = await self.io.read(self.io.drawers, placement.drawer_id, placement.cabinet.value)
             if current is None:
-                drawer, catalog_seq = save_into_drawer(empty, placement)
-                crash_point("hub.save.drawer")
-                if await self.io.create(self.io.drawers, drawer_doc(drawer)):
-                    return drawer, catalog_seq
-                continue
-            drawer, catalog_seq = save_into_drawer(drawer_from_doc(current), placement)
-            crash_point("hub.save.drawer")
-            if await self.io.replace_if_match(self.io.drawers, drawer_doc(drawer), current["_etag"]):
+                etag = await self.io.create_tagged(self.io.drawers, drawer_doc(drawer))
+            else:
+                etag = await self.io.replace_tagged(self.io.drawers, drawer_doc(drawer), current[1])
+            if etag is not None:
+                self._drawers.put(drawer.drawer_id, drawer, etag)
                 return drawer, catalog_seq
+        self._drawers.drop(placement.drawer_id)
         raise ServiceUnavailable(f"drawer {placement.drawer_id} kept changing; save not finished")
 
     async def _release(self, recipient: str, token: str) -> None:
@@ -243,12 +250,19 @@ class HubRepository:
     async def _update_claim(
         self, recipient: str, token: str, change: Callable[[Ledger, str], Ledger | None]
     ) -> bool:
-        """Apply `change` to the ledger under If-Match; False when the claim is no longer there."""
+        """Apply `change` to the ledger under If-Match; False when the claim is no longer there.
+
+        Starts from the ledger this process knows; a claim missing there is checked on a fresh read."""
+        known = True
         for _ in range(MAX_CAS_ATTEMPTS):
-            ledger, etag = await self._read_ledger(recipient)
+            ledger, etag = await self._read_ledger(recipient, known=known)
             changed = change(ledger, token)
             if changed is None:
+                if known:
+                    known = False
+                    continue
                 return False
+            known = False
             if await self._write_ledger(changed, etag):
                 return True
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
@@ -264,16 +278,29 @@ class HubRepository:
                 return reaped
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; read not started")
 
-    async def _read_ledger(self, recipient: str) -> tuple[Ledger, str | None]:
+    async def _read_ledger(self, recipient: str, *, known: bool = False) -> tuple[Ledger, str | None]:
+        """The recipient's ledger and etag: read (and remembered), or with `known` the version this
+        process last read or wrote when it has one (only as the start of a compare-and-swap)."""
+        if known and (remembered := self._ledgers.get(recipient)) is not None:
+            return remembered
         doc = await self.io.read(self.io.ledgers, recipient, recipient)
         if doc is None:
+            self._ledgers.drop(recipient)
             return self.io.new_ledger(recipient), None
-        return ledger_from_doc(doc), doc["_etag"]
+        ledger = ledger_from_doc(doc)
+        self._ledgers.put(recipient, ledger, doc["_etag"])
+        return ledger, doc["_etag"]
 
     async def _write_ledger(self, ledger: Ledger, etag: str | None) -> bool:
         if etag is None:
-            return await self.io.create(self.io.ledgers, ledger_doc(ledger))
-        return await self.io.replace_if_match(self.io.ledgers, ledger_doc(ledger), etag)
+            written = await self.io.create_tagged(self.io.ledgers, ledger_doc(ledger))
+        else:
+            written = await self.io.replace_tagged(self.io.ledgers, ledger_doc(ledger), etag)
+        if written is None:
+            self._ledgers.drop(ledger.recipient)
+            return False
+        self._ledgers.put(ledger.recipient, ledger, written)
+        return True
 
     # ---- GetNextUnacknowledged ------------------------------------------------------------------
 

@@ -39,8 +39,8 @@ POINT_ELSEWHERE = {
     "app/composite/producer.py::produce": (
         "the producer's callers name their point (subscription.rq.confirmed, subscription.dlq.confirmed)"
     ),
-    "app/hub/cosmos_io.py::create": "the repository names hub.save.* and hub.ack.* around its calls",
-    "app/hub/cosmos_io.py::replace_if_match": "as above",
+    "app/hub/cosmos_io.py::create_tagged": "the repository names hub.save.* and hub.ack.* around its calls",
+    "app/hub/cosmos_io.py::replace_tagged": "as above",
     "app/hub/cosmos_io.py::delete_if_match": "as above",
     "app/hub/cosmos_io.py::delete": "as above",
     "app/hub/cosmos_io.py::_batch_create": "hub.save.events",
