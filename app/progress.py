@@ -38,7 +38,12 @@ class StageFigures:
     title: str
     count: int
     total: int | None
-    seconds: float
+    started_at: float  # time.monotonic() of its first update
+    ended_at: float | None  # of its finish; None while it runs
+
+    @property
+    def seconds(self) -> float:
+        return (time.monotonic() if self.ended_at is None else self.ended_at) - self.started_at
 
     @property
     def rate(self) -> float:
@@ -121,7 +126,6 @@ class Stages:
 
     def figures(self) -> dict[str, StageFigures]:
         """Per started stage, in declared order: its count, total and seconds (up to now while it runs)."""
-        now = time.monotonic()
         with self._lock:
             return {
                 key: StageFigures(
@@ -129,7 +133,8 @@ class Stages:
                     self._titles[key],
                     self._counts[key][0],
                     self._counts[key][1],
-                    self._finished.get(key, now) - started,
+                    started,
+                    self._finished.get(key),
                 )
                 for key in self._titles
                 if (started := self._started.get(key)) is not None

@@ -41,7 +41,7 @@ from app.flow.readback import (
     subscription_topics,
 )
 from app.flow.watch import FLOW_STAGES, FlowWatch
-from app.progress import Stages
+from app.progress import StageFigures, Stages
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
@@ -301,6 +301,7 @@ def run_main_job(
         "dead_letter_reasons": dict(dead_letters),
         "stage_seconds": {key: round(f.seconds, 1) for key, f in figures.items()},
         "stage_rates": {key: round(f.rate, 1) for key, f in figures.items()},
+        "spark_to_hub_events_per_s": _spark_to_hub_rate(figures, produced),
         "seconds": round(time.monotonic() - started, 1),
     }
     if retries or dead_letters:
@@ -310,6 +311,14 @@ def run_main_job(
             "a clean run has none"
         )
     return counts
+
+
+def _spark_to_hub_rate(figures: dict[str, StageFigures], produced: int) -> float:
+    """Events per second from Spark's first task to the hub's last consumed event."""
+    spark, hub = figures.get("spark"), figures.get("hub")
+    if spark is None or hub is None or hub.ended_at is None or hub.ended_at <= spark.started_at:
+        return 0.0
+    return round(produced / (hub.ended_at - spark.started_at), 1)
 
 
 def _reasons(reasons: Counter[str]) -> str:

@@ -1,0 +1,108 @@
+"""Main flow bench: the Spark → hub events/s of the main job beside the Cosmos endpoint's ceiling
+for the same documents, in one run.
+
+Flow: `hubstream run` in this process (embedded stack, 2 workers, Spark ingest under an exact
+batch, the `hub-feed` subscription saving into the hub, the MySQL mirror, actors draining); its
+figure is the events produced divided by the time from Spark's first task to the hub's last
+consumed event (`spark_to_hub_events_per_s` of the run's summary).
+
+Ceiling: the same number of event documents and index documents (the hub writes about two per
+event, in batches of 100 per partition) created through the same client and batching code, with
+as many batches in flight as the two workers' write gates allow, into a fresh database that is
+deleted afterwards. Its events/s is half the documents/s.
+
+    .venv/bin/python bench/mainflow.py [--events 200000] [--recipients 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import orjson
+from rich.console import Console
+
+from app.cosmos import open_cosmos
+from app.dataavailable import DataAvailable
+from app.flow.mainjob import MainJobOptions, run_main_job
+from app.hub.cosmos_io import HubContainers, event_doc, index_doc
+from app.hub.model import StoredEvent, content_hash
+from app.settings import Settings, get_settings
+from spark_ingest.sample import SampleSpec, sample_rows
+
+WORKERS = 2
+
+
+def _documents(events: int, recipients: int) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The hub's documents for the sample's events: per (container role, partition), in order."""
+    docs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    drawers: dict[tuple[str, str], str] = {}
+    seqs: dict[str, int] = defaultdict(int)
+    for row in sample_rows(SampleSpec(events, recipients, 0)):
+        event = DataAvailable(str(uuid.uuid4()), **row)
+        drawer = drawers.setdefault((event.recipient, event.origin), str(uuid.uuid4()))
+        seqs[event.recipient] += 1
+        seq = seqs[event.recipient]
+        docs[("events", drawer)].append(event_doc(StoredEvent(event, seq, drawer)))
+        docs[("ids", event.recipient)].append(
+            index_doc(event.id, event.recipient, content_hash(event), seq, "bench")
+        )
+    return docs
+
+
+async def ceiling(settings: Settings, events: int, recipients: int) -> dict[str, float]:
+    docs = _documents(events, recipients)
+    store = await open_cosmos(settings, f"bench-ceiling-{uuid.uuid4().hex[:8]}")
+    try:
+        events_c, ids_c = await asyncio.gather(
+            store.container("events", "/pk"), store.container("ids", "/pk")
+        )
+        io = HubContainers(
+            [events_c], events_c, events_c, events_c, ids_c,
+            write_gate=asyncio.Semaphore(WORKERS * settings.hub_save_concurrency),
+        )  # fmt: skip
+        containers = {"events": events_c, "ids": ids_c}
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(io.bulk_create(containers[role], pk, batch) for (role, pk), batch in docs.items())
+        )
+        seconds = time.perf_counter() - started
+        count = sum(len(batch) for batch in docs.values())
+        return {"documents": count, "seconds": seconds, "events_per_s": events / seconds}
+    finally:
+        try:
+            await store.client.delete_database(store.database.id)
+        except Exception as exc:  # never hide the run's own error behind the cleanup's
+            print(f"could not delete database {store.database.id}: {type(exc).__name__}")
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--recipients", type=int, default=1000)
+    args = parser.parse_args()
+    settings = get_settings()
+    console = Console(stderr=True)
+    counts = run_main_job(
+        settings, MainJobOptions(events=args.events, recipients=args.recipients, invalid=0), console
+    )
+    flow = float(counts["spark_to_hub_events_per_s"])
+    top = asyncio.run(ceiling(settings, counts["produced"], args.recipients))
+    print(f"flow      Spark → hub {counts['produced']:,} events: {flow:,.0f} events/s")
+    print(f"          job {counts['seconds']:,.0f} s, retries {counts['retries']}")
+    print(f"          stage seconds {counts['stage_seconds']}")
+    print(
+        f"ceiling   {top['documents']:,} documents created in bulk in {top['seconds']:.1f} s:"
+        f" {top['events_per_s']:,.0f} events/s"
+    )
+    print(f"ratio     flow / ceiling = {flow / top['events_per_s']:.2f} (target >= 0.4)")
+    print(orjson.dumps({"flow": counts, "ceiling": top}).decode())
+
+
+if __name__ == "__main__":
+    main()
