@@ -1,0 +1,43 @@
+"""Two workers saving for the same recipient in turn: each starts its ledger and drawer
+compare-and-swaps from the versions it knows, which the other one's saves made stale. The stale
+versions cost refused writes (412) and reads, never a lost or reordered event."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from app.cosmos import CosmosStore
+from app.hub import MessageHub
+from app.settings import Settings
+from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
+
+
+@pytest_asyncio.fixture
+async def other_worker(stack: Settings, cosmos: CosmosStore) -> AsyncIterator[MessageHub]:
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_read_page_size": 4})
+    opened = await MessageHub.open(settings, store=cosmos)
+    yield opened
+    await opened.close()
+
+
+async def test_saves_in_turn_from_two_workers_keep_every_event_in_order(
+    hub: MessageHub, other_worker: MessageHub, unique: str
+) -> None:
+    actor = f"turns-{unique}"
+    batches = [events(actor, 3) for _ in range(6)]  # 18 events in drawers of 5: some span two
+    conflicts_before = hub.repository.io.counter.etag_conflicts
+    for index, batch in enumerate(batches):
+        await (hub if index % 2 == 0 else other_worker).save(batch)
+    assert hub.repository.io.counter.etag_conflicts > conflicts_before, (
+        "the first worker's known ledger went stale when the other saved: its next write is refused"
+    )
+    again = await other_worker.save(batches[2])  # a redelivery to the worker that did not save it
+    assert (again.saved, again.duplicates) == (0, 3)
+
+    shown: list[str] = []
+    while (bundle := await hub.peek(actor)) is not None:
+        shown += ids(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert shown == [e.id for batch in batches for e in batch], "each event once, in save order"
