@@ -17,8 +17,10 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from pyspark import TaskContext
 
 from app.composite.routing import group_hash, route
+from app.crashpoints import arm, crash_point, disarm
 from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
 from spark_ingest.errors import DeliveryFailed
@@ -170,6 +172,7 @@ def produce_batches(
     batches: Iterator[pa.RecordBatch], plan: IngestPlan, flush_timeout_s: float = 120.0
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of the produce pass: one result row per rejected row, then one stats row."""
+    _arm_first_attempt(plan.crash_at)
     producer = _producer(dict(plan.producer_config))
     deliveries = _Deliveries()
     rejects: dict[str, list[Any]] = {"file": [], "row": [], "reason": [], "raw": []}
@@ -229,6 +232,15 @@ def produce_batches(
     )
 
 
+def _arm_first_attempt(spec: str) -> None:
+    """Arm the plan's crash points in a task's first attempt only (a Python worker serves many
+    tasks), so that Spark's retry of the task runs unarmed and finishes it."""
+    disarm()
+    context = TaskContext.get()
+    if spec and (context is None or context.attemptNumber() == 0):
+        arm(spec)
+
+
 def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Callable[[str, bytes], None]:
     topic, partitions, k = plan.storage_topic, plan.partitions, plan.k
     routes: dict[str, int] = {}
@@ -240,6 +252,7 @@ def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Ca
         if partition is None:
             partition = routes[recipient] = route(group_hash(recipient), partitions, k)
         key = recipient.encode("utf-8")
+        crash_point("spark.ingest.produce")  # a task killed here is run again: its events come twice
         while True:
             try:
                 producer.produce(topic, value, key, partition=partition, on_delivery=deliveries)

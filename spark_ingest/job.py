@@ -51,6 +51,7 @@ class IngestOptions:
     wait_timeout_s: float = 600.0
     progress_interval_s: float = 10.0
     max_task_failures: int = 4
+    crash_at: str = ""  # crash points armed in each produce task's first attempt (tests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class IngestSummary:
     rate_per_s: float
     rejects_file: str
     startup_s: float = 0.0  # JVM, session and Python workers, when the job started its own session
+    failed_tasks: int = 0  # task attempts of the produce job that failed and were run again
     batch_id: str | None = None
     batch_complete: bool | None = None
 
@@ -105,13 +107,20 @@ def _watch_tasks(spark: SparkSession, progress: IngestProgress, label: str) -> C
     return finish
 
 
-def _collect(frame: DataFrame, spark: SparkSession, progress: IngestProgress, label: str) -> list[Any]:
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    rows: list[Any]
+    failed_tasks: int  # attempts that failed and were run again
+
+
+def _collect(frame: DataFrame, spark: SparkSession, progress: IngestProgress, label: str) -> _Collected:
     group = f"hubstream-ingest-{uuid.uuid4().hex[:12]}"
     context = spark.sparkContext
     context.setJobGroup(group, label)
     finish = _watch_tasks(spark, progress, label)
     try:
-        return frame.collect()
+        rows = frame.collect()
+        return _Collected(rows, _failed_attempts(spark, group))
     except HubstreamError:
         raise
     except Exception as exc:  # Py4JJavaError / PythonException after Spark gave up retrying
@@ -198,6 +207,7 @@ def run_ingest(
         producer_config=producer_config(settings, **{"linger.ms": 20, "batch.size": 1_000_000}),
         max_payload_bytes=settings.max_payload_bytes,
         row_offsets=_row_offsets(frame, fmt),
+        crash_at=options.crash_at,
     )
     report(
         f"ingest {options.path} ({fmt}) -> {options.topic} = {storage.name} "
@@ -214,19 +224,20 @@ def run_ingest(
             spark,
             progress,
             "counting valid rows",
-        )
+        ).rows
         valid = count_by_split((r["file"], r["start"], r["valid"]) for r in counted)
         assignment = open_assignment(
             tracker, options.batch_user_key or f"spark-ingest:{options.path}", sum(valid.values())
         )
         plan = replace(plan, items=assignment, item_offsets=split_offsets(valid, per_file=False))
         report(f"batch {assignment.batch_id} opened with {assignment.items} items")
-    results = _collect(
+    produced_job = _collect(
         _map(spark, frame, plan, produce_batches, RESULT_SCHEMA),
         spark,
         progress,
         "producing",
     )
+    results = produced_job.rows
     duration_s = time.monotonic() - started
     rejects = [r for r in results if r["kind"] == "reject"]
     stats = [r for r in results if r["kind"] == "stats"]
@@ -245,6 +256,7 @@ def run_ingest(
         rate_per_s=round(produced / duration_s, 1) if duration_s > 0 else 0.0,
         rejects_file=str(rejects_file),
         startup_s=round(startup_s, 3),
+        failed_tasks=produced_job.failed_tasks,
         batch_id=plan.items.batch_id if plan.items else None,
     )
     if plan.items is not None and tracker is not None:

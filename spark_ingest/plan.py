@@ -115,6 +115,7 @@ class IngestPlan:
     item_offsets: Mapping[SplitKey, int] = field(default_factory=dict)
     items: ItemAssignment | None = None
     flush_every: int = 50_000
+    crash_at: str = ""  # crash points armed in each task's first attempt (tests; see app.crashpoints)
 
     def row_offset(self, split: SplitKey) -> int:
         return self.row_offsets.get(split, 0) if self.row_offsets else 0

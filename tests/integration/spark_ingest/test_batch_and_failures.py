@@ -107,3 +107,36 @@ def test_a_delivery_error_fails_the_task_spark_retries_it_then_the_job_fails(
     assert attempts >= 2  # the first attempt failed and Spark ran the task again before giving up
     assert "close" not in tracker.calls  # a failed job leaves its batch open (the reaper expires it)
     metadata.delete(name)
+
+
+def test_a_task_killed_at_a_produce_is_run_again_and_every_event_reaches_the_topic(
+    spark: SparkSession, kafka: Settings, metadata: MetadataStore, unique: str, tmp_path: Path
+) -> None:
+    spec = SampleSpec(rows=2000, recipients=30, seed=5)
+    root = tmp_path / "in"
+    generate(spec, root, "parquet", files=2)
+    topic = metadata.create(f"ingest-crash-{unique}", 4)
+    summary = run_ingest(
+        IngestOptions(
+            str(root),
+            topic.name,
+            rejects=tmp_path / "r.jsonl",
+            batch=True,
+            wait=True,
+            crash_at="spark.ingest.produce:300:kill",  # each task's first attempt dies at its 300th event
+        ),
+        settings=kafka,
+        spark=spark,
+        tracker=InMemoryTracker(),
+        report=lambda _line: None,
+    )
+    assert summary.failed_tasks >= 1, "no task attempt was killed: the point is not on the produce path"
+    assert (summary.produced, summary.batch_complete) == (spec.rows, True)
+    item_of: dict[str, str | None] = {}
+    for record in read_back(kafka, topic.current):
+        event = parse(record.value)
+        assert item_of.setdefault(event.id, event.batch_item_id) == event.batch_item_id, (
+            "a copy sent again by the retried task carries the same batch item"
+        )
+    assert len(item_of) == spec.rows, "every valid event reached the topic"
+    metadata.delete(topic.name)
