@@ -17,10 +17,15 @@ from app.settings import Settings
 DRAWER_CAPACITY = 5
 
 
+async def open_hub(stack: Settings, cosmos: CosmosStore) -> MessageHub:
+    """A hub as one worker opens it (its own repository), with the tests' small drawers."""
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_read_page_size": 4})
+    return await MessageHub.open(settings, store=cosmos)
+
+
 @pytest_asyncio.fixture
 async def hub(stack: Settings, cosmos: CosmosStore) -> AsyncIterator[MessageHub]:
-    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_read_page_size": 4})
-    opened = await MessageHub.open(settings, store=cosmos)
+    opened = await open_hub(stack, cosmos)
     yield opened
     await opened.close()
 

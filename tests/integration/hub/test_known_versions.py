@@ -11,13 +11,12 @@ import pytest_asyncio
 from app.cosmos import CosmosStore
 from app.hub import MessageHub
 from app.settings import Settings
-from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
+from tests.integration.hub.conftest import events, ids, open_hub
 
 
 @pytest_asyncio.fixture
 async def other_worker(stack: Settings, cosmos: CosmosStore) -> AsyncIterator[MessageHub]:
-    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_read_page_size": 4})
-    opened = await MessageHub.open(settings, store=cosmos)
+    opened = await open_hub(stack, cosmos)
     yield opened
     await opened.close()
 
