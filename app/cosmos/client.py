@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from azure.cosmos import PartitionKey
+from azure.cosmos import PartitionKey, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
 from app.settings import Settings
@@ -42,9 +42,12 @@ class CosmosStore:
     async def container(self, name: str, partition_key_path: str) -> ContainerProxy:
         proxy = self._containers.get(name)
         if proxy is None:
-            proxy = await self.database.create_container_if_not_exists(
-                id=name, partition_key=PartitionKey(path=partition_key_path)
-            )
+            try:
+                proxy = await self.database.create_container_if_not_exists(
+                    id=name, partition_key=PartitionKey(path=partition_key_path)
+                )
+            except exceptions.CosmosResourceExistsError:  # created meanwhile: see open_cosmos
+                proxy = self.database.get_container_client(name)
             self._containers[name] = proxy
         return proxy
 
@@ -81,8 +84,15 @@ async def open_cosmos(
         connection_timeout=connection_timeout,
         **client,
     )
+    name = database or settings.cosmos_database
     try:
-        db = await cosmos.create_database_if_not_exists(id=database or settings.cosmos_database)
+        try:
+            db = await cosmos.create_database_if_not_exists(id=name)
+        except exceptions.CosmosResourceExistsError:
+            # The SDK reads, then creates: another worker's create in between answers 409. The
+            # database exists either way (workers open the same one at the same moment on a
+            # fresh stack), as with containers above.
+            db = cosmos.get_database_client(name)
     except BaseException:
         await cosmos.close()
         raise

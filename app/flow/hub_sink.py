@@ -64,7 +64,7 @@ class HubSink:
                 outcomes[index] = exc
                 failed_groups.add(message.group_id)
         try:
-            await self._save(await self.hub(), messages, events, outcomes)
+            await self._save(await self._open_hub(), messages, events, outcomes)
         except HubstreamError as exc:
             return [exc if outcome is None else outcome for outcome in outcomes]
         item_ids = [item for i, e in events.items() if outcomes[i] is None and (item := e.batch_item_id)]
@@ -74,6 +74,14 @@ class HubSink:
             except HubstreamError as exc:  # saved but not acked: deliver again (the save is a no-op)
                 return [exc if outcome is None else outcome for outcome in outcomes]
         return outcomes
+
+    async def _open_hub(self) -> Saver:
+        try:
+            return await self.hub()
+        except HubstreamError:
+            raise
+        except Exception as exc:  # the batch is delivered again; the reason names what failed
+            raise ServiceUnavailable(f"message hub not open: {type(exc).__name__}: {exc}") from exc
 
     def _decode(self, message: SubscriptionMessage) -> DataAvailable:
         if len(message.payload) > self.max_payload_bytes:

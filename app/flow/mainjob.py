@@ -13,6 +13,7 @@ Every step is idempotent: a second run reuses the topic, the subscription and th
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 import time
@@ -156,10 +157,6 @@ def _pipeline_process(settings: Settings, topic: str) -> ManagedProcess:
     )
 
 
-def _batch_rows(settings: Settings) -> Callable[[str], int]:
-    return lambda batch_id: _mysql_rows(settings, batch_id)
-
-
 def _pending(settings: Settings, options: MainJobOptions) -> int:
     """Records the subscription has not consumed yet, in MQ and RQ (read from Kafka)."""
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
@@ -253,9 +250,10 @@ def run_main_job(
     topics = subscription_topics(settings, options.subscription)
     before = _Before.read(settings, topics)
     _say(console, "Spark ingest into data-available under an exact batch; the hub and MySQL fill behind it")
+    mirror_rows = functools.partial(_mysql_rows, settings)
     with (
         Stages(console, FLOW_STAGES) as stages,
-        FlowWatch(settings, stages, options.topic, topics.consumer_group, _batch_rows(settings)) as watch,
+        FlowWatch(settings, stages, options.topic, topics.consumer_group, mirror_rows) as watch,
     ):
         summary = run_ingest(
             IngestOptions(

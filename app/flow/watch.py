@@ -31,7 +31,7 @@ class FlowWatch:
         stages: Stages,
         topic: str,
         consumer_group: str,
-        mysql_rows: Callable[[str], int],
+        mysql_rows: Callable[[], int],
     ) -> None:
         self.settings = settings
         self.stages = stages
@@ -40,6 +40,7 @@ class FlowWatch:
         self.mysql_rows = mysql_rows
         self.ends_before = ends(settings, topic)
         self.consumed_before = consumed(settings, consumer_group, topic)
+        self.rows_before = mysql_rows()  # the mirror table outlives runs: count what this run adds
         self.batch_id: str | None = None
         self.total: int | None = None
         self._tasks_note = ""
@@ -84,12 +85,11 @@ class FlowWatch:
             self.stages.update("hub", delivered, self.total)
             if self.total is not None and delivered >= self.total:
                 self.stages.finish("hub")
-        if self.batch_id is not None:
-            rows = self.mysql_rows(self.batch_id)
-            if rows:
-                self.stages.update("mysql", rows, self.total)
-                if self.total is not None and rows >= self.total:
-                    self.stages.finish("mysql")
+        rows = self.mysql_rows() - self.rows_before
+        if rows > 0:
+            self.stages.update("mysql", rows, self.total)
+            if self.total is not None and rows >= self.total:
+                self.stages.finish("mysql")
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
