@@ -158,6 +158,15 @@ async def test_unavailable_hub_makes_every_message_retriable() -> None:
     assert all(isinstance(o, ServiceUnavailable) and o.retriable for o in outcomes)
 
 
+async def test_a_hub_that_cannot_be_opened_makes_every_message_retriable_and_says_why() -> None:
+    async def failing_open() -> MemoryHub:
+        raise RuntimeError("container creation raced")
+
+    outcomes = await HubSink(failing_open, MemoryAcks(), ack_partitions=8)([message(event("a", 0))])
+    assert isinstance(outcomes[0], ServiceUnavailable) and outcomes[0].retriable
+    assert "message hub not open: RuntimeError: container creation raced" in str(outcomes[0])
+
+
 async def test_unconfirmed_acks_make_saved_messages_retriable() -> None:
     hub, acks = MemoryHub(), MemoryAcks(undelivered=1)
     outcomes = await sink(hub, acks)([message(event("a", 0, item(0)))])
