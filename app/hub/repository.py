@@ -105,11 +105,13 @@ class HubRepository:
         """Claim sequence numbers, write the idempotency index, the events and drawers, release.
 
         The index is written by creating one document per event id: a create that finds one
-        already there means a duplicate (a redelivery) or a racing save, found without reading the
-        index first; the claim is then given back and the save planned again from the whole index.
+        already there means a duplicate (or a racing save), found without reading the index first.
+        Only when the first event's entry exists (a redelivery) is the whole index read up front:
+        a redelivery found by the creates would give its claim back as a void range, and the
+        ledger keeps every void range.
         """
         ids = [e.id for e in events]
-        index: dict[str, IndexEntry] = {}
+        index = await self._lookup_index(recipient, ids) if await self._indexed(recipient, ids[0]) else {}
         for _ in range(MAX_SAVE_PASSES):
             claimed = await self._claim(recipient, events, index)
             if isinstance(claimed, SaveResult):
@@ -155,6 +157,9 @@ class HubRepository:
             if await self._write_ledger(updated, etag):
                 return plan, allocation, updated
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
+
+    async def _indexed(self, recipient: str, event_id: str) -> bool:
+        return await self.io.read(self.io.ids, event_id, recipient) is not None
 
     async def _lookup_index(self, recipient: str, ids: Sequence[str]) -> dict[str, IndexEntry]:
         """The index entries of `ids`, by point reads: constant cost per id on any endpoint (a query

@@ -10,6 +10,7 @@ import pytest_asyncio
 
 from app.cosmos import CosmosStore
 from app.hub import MessageHub
+from app.hub.cosmos_io import ledger_from_doc
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids, open_hub
 
@@ -32,8 +33,13 @@ async def test_saves_in_turn_from_two_workers_keep_every_event_in_order(
     assert hub.repository.io.counter.etag_conflicts > conflicts_before, (
         "the first worker's known ledger went stale when the other saved: its next write is refused"
     )
+    io = other_worker.repository.io
+    voids = ledger_from_doc(await io.read(io.ledgers, actor, actor)).voids
     again = await other_worker.save(batches[2])  # a redelivery to the worker that did not save it
     assert (again.saved, again.duplicates) == (0, 3)
+    assert ledger_from_doc(await io.read(io.ledgers, actor, actor)).voids == voids, (
+        "a redelivery claims nothing, so it leaves no void range in the ledger (which keeps them all)"
+    )
 
     shown: list[str] = []
     while (bundle := await hub.peek(actor)) is not None:
