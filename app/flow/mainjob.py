@@ -274,6 +274,7 @@ def run_main_job(
             options.timeout_s,
         )
         recipients = recipient_ids(options.recipients)
+        _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
         drained = _drain(settings, recipients, summary.produced, stages)
     console.print(stages.table())
     produced = since(ends(settings, topics.main), before.main)
