@@ -91,6 +91,11 @@ class CompositeTopic:
     def current(self) -> StorageTopic:
         return self.storage_topics[self.produce_pointer]
 
+    @property
+    def partitions(self) -> list[tuple[str, int]]:
+        """(storage topic, partition) of every partition of every storage topic, in order."""
+        return [(s.name, p) for s in self.storage_topics for p in range(s.partitions)]
+
     def target(self, group_id: str) -> tuple[str, int]:
         """Produce(m): the storage topic at the produce pointer and Router(hash(m))."""
         topic = self.current

@@ -89,7 +89,7 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
     shards: list[dict[str, int]] = [{"shard": s, "mq_lag": 0, "rq_lag": 0} for s in range(sub.shard_count)]
     for key, topic_name in (("mq_lag", sub.topic), ("rq_lag", sub.rq_topic)):
         topic = metadata.get(topic_name)
-        tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+        tps = topic.partitions
         ends = true_end_offsets(metadata.bootstrap, tps)
         committed = committed_offsets(metadata.bootstrap, sub.consumer_group, tps)
         for (storage_name, p), end, done in zip(tps, ends, committed, strict=True):
@@ -97,7 +97,7 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
             shard = p * sub.shard_count // storage.partitions
             shards[shard][key] += max(0, end - done)
     dlq = metadata.get(sub.dlq_topic)
-    dlq_tps = [(s.name, p) for s in dlq.storage_topics for p in range(s.partitions)]
+    dlq_tps = dlq.partitions
     out["dlq_depth"] = sum(true_end_offsets(metadata.bootstrap, dlq_tps))
     out["shards"] = shards
     return out
@@ -196,7 +196,7 @@ def reset_offset(
         raise InvalidSubscription("give either an offset (with a storage index) or a timestamp")
     topic = metadata.get({"mq": sub.topic, "rq": sub.rq_topic, "dlq": sub.dlq_topic}[queue])
     group = sub.consumer_group if queue != "dlq" else f"{sub.consumer_group}-dlq"
-    tps = [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
+    tps = topic.partitions
     ends = dict(zip(tps, true_end_offsets(metadata.bootstrap, tps), strict=True))
     target: dict[tuple[str, int], int] = {}
     if offset is not None:
