@@ -38,6 +38,7 @@ from app.flow.readback import (
     completions_seen,
     copy_reasons,
     ends,
+    partitions,
     since,
     subscription_topics,
 )
@@ -110,6 +111,7 @@ def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
             ops.set_status(registry, options.subscription, Status.RUNNING)
     finally:
         metadata.close()
+        registry.close()
 
 
 def _mysql(settings: Settings) -> Any:
@@ -166,6 +168,7 @@ def _pending(settings: Settings, options: MainJobOptions) -> int:
         return sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])
     finally:
         metadata.close()
+        registry.close()
 
 
 def _run_input(settings: Settings, options: MainJobOptions, console: Console) -> Path:
@@ -223,9 +226,11 @@ class _Before:
 
     @classmethod
     def read(cls, settings: Settings, topics: SubscriptionTopics) -> _Before:
-        return cls(
-            ends(settings, topics.main), ends(settings, topics.retry), ends(settings, topics.dead_letter)
+        main, retry, dead_letter = (
+            ends(settings.bootstrap, partitions(settings, name))
+            for name in (topics.main, topics.retry, topics.dead_letter)
         )
+        return cls(main, retry, dead_letter)
 
 
 def run_main_job(
@@ -253,7 +258,7 @@ def run_main_job(
     mirror_rows = functools.partial(_mysql_rows, settings)
     with (
         Stages(console, FLOW_STAGES) as stages,
-        FlowWatch(settings, stages, options.topic, topics.consumer_group, mirror_rows) as watch,
+        FlowWatch(settings, stages, before.main, topics.consumer_group, mirror_rows) as watch,
     ):
         summary = run_ingest(
             IngestOptions(
@@ -277,10 +282,10 @@ def run_main_job(
         _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
         drained = _drain(settings, recipients, summary.produced, stages)
     console.print(stages.table())
-    produced = since(ends(settings, topics.main), before.main)
-    dead_lettered = since(ends(settings, topics.dead_letter), before.dead_letter)
-    retries = copy_reasons(settings, topics.retry, before.retry)
-    dead_letters = copy_reasons(settings, topics.dead_letter, before.dead_letter)
+    produced = since(ends(settings.bootstrap, list(before.main)), before.main)
+    retries = copy_reasons(settings.bootstrap, before.retry)
+    dead_letters = copy_reasons(settings.bootstrap, before.dead_letter)
+    dead_lettered = sum(dead_letters.values())
     figures = stages.figures()
     counts = {
         "events_in": summary.rows_read,

@@ -23,6 +23,7 @@ __all__ = [
     "consumed",
     "copy_reasons",
     "ends",
+    "partitions",
     "since",
     "subscription_topics",
 ]
@@ -40,43 +41,44 @@ class SubscriptionTopics:
 
 def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
     registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
-    registry.refresh()
-    sub = registry.get(name)
+    try:
+        registry.refresh()
+        sub = registry.get(name)
+    finally:
+        registry.close()
     return SubscriptionTopics(sub.consumer_group, sub.topic, sub.rq_topic, sub.dlq_topic)
 
 
-def _partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
+def partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
+    """Every (storage topic, partition) of composite topic `composite`, read once from its metadata."""
     metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
     try:
-        topic = metadata.get(composite)
+        return metadata.get(composite).partitions
     finally:
         metadata.close()
-    return [(s.name, p) for s in topic.storage_topics for p in range(s.partitions)]
 
 
-def ends(settings: Settings, composite: str) -> Offsets:
-    """The end offset of every partition of every storage topic of composite topic `composite`."""
-    tps = _partitions(settings, composite)
-    return dict(zip(tps, true_end_offsets(settings.bootstrap, tps), strict=True))
+def ends(bootstrap: str, tps: list[tuple[str, int]]) -> Offsets:
+    """The end offset of each partition."""
+    return dict(zip(tps, true_end_offsets(bootstrap, tps), strict=True))
 
 
-def consumed(settings: Settings, group: str, composite: str) -> Offsets:
-    """The consumer group's committed offset of every partition of `composite`."""
-    tps = _partitions(settings, composite)
-    return dict(zip(tps, committed_offsets(settings.bootstrap, group, tps), strict=True))
+def consumed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> Offsets:
+    """The consumer group's committed offset of each partition."""
+    return dict(zip(tps, committed_offsets(bootstrap, group, tps), strict=True))
 
 
 def since(now: Mapping[tuple[str, int], int], before: Mapping[tuple[str, int], int]) -> int:
-    """Records added between two readings (partitions new since `before` count from 0)."""
+    """Records added between two readings of the same partitions."""
     return sum(max(0, end - before.get(tp, 0)) for tp, end in now.items())
 
 
-def copy_reasons(settings: Settings, composite: str, before: Mapping[tuple[str, int], int]) -> Counter[str]:
-    """RQ or DLQ records written since `before`, counted by why: `<reason>: <error class>` for a
-    failed message, `sidelined` for one that waited behind its group's failure."""
+def copy_reasons(bootstrap: str, before: Offsets) -> Counter[str]:
+    """RQ or DLQ records written since `before` (the partitions' ends then), counted by why:
+    `<reason>: <error class>` for a failed message, `sidelined` for one that waited behind its
+    group's failure."""
     reasons: Counter[str] = Counter()
-    starts = {tp: before.get(tp, 0) for tp in _partitions(settings, composite)}
-    for record in read_from(settings.bootstrap, starts):
+    for record in read_from(bootstrap, before):
         try:
             failure = decode_internal(record.headers()).failure
         except UndecodableMessage:

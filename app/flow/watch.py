@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from app.flow.readback import consumed, ends, since
+from app.flow.readback import Offsets, consumed, ends, since
 from app.progress import Stages
 from app.settings import Settings
 from spark_ingest.batch import BatchState
@@ -29,20 +29,23 @@ class FlowWatch:
         self,
         settings: Settings,
         stages: Stages,
-        topic: str,
+        ends_before: Offsets,
         consumer_group: str,
         mysql_rows: Callable[[], int],
     ) -> None:
-        self.settings = settings
+        """`ends_before`: the topic's partitions and their ends before the run (the topic outlives
+        runs: each bar counts what this run adds)."""
+        self.bootstrap = settings.bootstrap
         self.stages = stages
-        self.topic = topic
+        self.tps = list(ends_before)
+        self.ends_before = ends_before
         self.consumer_group = consumer_group
         self.mysql_rows = mysql_rows
-        self.ends_before = ends(settings, topic)
-        self.consumed_before = consumed(settings, consumer_group, topic)
-        self.rows_before = mysql_rows()  # the mirror table outlives runs: count what this run adds
+        self.consumed_before = consumed(self.bootstrap, consumer_group, self.tps)
+        self.rows_before = mysql_rows()
         self.batch_id: str | None = None
         self.total: int | None = None
+        self._produced = 0
         self._tasks_note = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="flow-watch", daemon=True)
@@ -58,8 +61,7 @@ class FlowWatch:
     # IngestProgress: called by the ingest job
     def tasks(self, stage: str, done: int, total: int) -> None:
         self._tasks_note = f"{stage}: {done}/{total} tasks"
-        if self.total is None:
-            self.stages.update("spark", 0, note=self._tasks_note)
+        self.stages.update("spark", self._produced, note=self._tasks_note)
 
     def batch(self, state: BatchState) -> None:
         """Called once the events are produced and the batch closed, then at each poll."""
@@ -74,13 +76,13 @@ class FlowWatch:
             self.stages.finish("acked")
 
     def _poll_produced(self) -> None:
-        produced = since(ends(self.settings, self.topic), self.ends_before)
-        self.stages.update("spark", produced, self.total, note=self._tasks_note)
+        self._produced = since(ends(self.bootstrap, self.tps), self.ends_before)
+        self.stages.update("spark", self._produced, self.total, note=self._tasks_note)
 
     def _poll(self) -> None:
         if self._tasks_note:  # the produce job runs
             self._poll_produced()
-        delivered = since(consumed(self.settings, self.consumer_group, self.topic), self.consumed_before)
+        delivered = since(consumed(self.bootstrap, self.consumer_group, self.tps), self.consumed_before)
         if delivered:
             self.stages.update("hub", delivered, self.total)
             if self.total is not None and delivered >= self.total:
