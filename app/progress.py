@@ -61,6 +61,9 @@ class _Rate(ProgressColumn):
 
 
 class Stages:
+    """The stages' counts and clocks live in rich's tasks (start_task starts a clock, stop_task
+    stops it); this class only names them and keeps a finished stage from moving again."""
+
     def __init__(self, console: Console, stages: Sequence[tuple[str, str]]) -> None:
         self.console = console
         self._titles = dict(stages)
@@ -75,14 +78,12 @@ class Stages:
             console=console,
             transient=False,
             auto_refresh=console.is_terminal,
+            get_time=time.monotonic,
         )
-        self._tasks: dict[str, TaskID] = {
+        self._ids: dict[str, TaskID] = {
             key: self._progress.add_task(title, start=False, total=None) for key, title in stages
         }
-        self._lock = threading.Lock()
-        self._started: dict[str, float] = {}
-        self._finished: dict[str, float] = {}
-        self._counts: dict[str, tuple[int, int | None]] = {}
+        self._lock = threading.Lock()  # one check-then-change at a time per stage
 
     def __enter__(self) -> Stages:
         self._progress.start()
@@ -95,29 +96,29 @@ class Stages:
             self.finish(key)
         self._progress.stop()
 
+    def _task(self, key: str) -> Task:
+        task_id = self._ids[key]
+        return next(task for task in self._progress.tasks if task.id == task_id)
+
     def update(self, key: str, count: int, total: int | None = None, note: str = "") -> None:
         """The stage's count so far (and its total once known); starts the stage's clock."""
         with self._lock:
-            if key in self._finished:
+            task = self._task(key)
+            if task.stop_time is not None:
                 return
-            if key not in self._started:
-                self._started[key] = time.monotonic()
-                self._progress.start_task(self._tasks[key])
-            previous_total = self._counts.get(key, (0, None))[1]
-            total = total if total is not None else previous_total
-            self._counts[key] = (count, total)
-        description = self._titles[key] + (f" ({note})" if note else "")
-        self._progress.update(self._tasks[key], completed=count, total=total, description=description)
+            if task.start_time is None:
+                self._progress.start_task(task.id)
+            description = self._titles[key] + (f" ({note})" if note else "")
+            self._progress.update(task.id, completed=count, total=total, description=description)
 
     def finish(self, key: str) -> None:
         with self._lock:
-            if key in self._finished or key not in self._started:
+            task = self._task(key)
+            if task.start_time is None or task.stop_time is not None:
                 return
-            self._finished[key] = time.monotonic()
-            count, total = self._counts[key]
-        task = self._tasks[key]
-        self._progress.update(task, total=total if total is not None else count, completed=count)
-        self._progress.stop_task(task)
+            if task.total is None:
+                self._progress.update(task.id, total=task.completed)
+            self._progress.stop_task(task.id)
         if not self.console.is_terminal:
             figures = self.figures()[key]
             self.console.print(
@@ -126,19 +127,15 @@ class Stages:
 
     def figures(self) -> dict[str, StageFigures]:
         """Per started stage, in declared order: its count, total and seconds (up to now while it runs)."""
-        with self._lock:
-            return {
-                key: StageFigures(
-                    key,
-                    self._titles[key],
-                    self._counts[key][0],
-                    self._counts[key][1],
-                    started,
-                    self._finished.get(key),
+        figures: dict[str, StageFigures] = {}
+        for key, title in self._titles.items():
+            task = self._task(key)
+            if task.start_time is not None:
+                total = None if task.total is None else int(task.total)
+                figures[key] = StageFigures(
+                    key, title, int(task.completed), total, task.start_time, task.stop_time
                 )
-                for key in self._titles
-                if (started := self._started.get(key)) is not None
-            }
+        return figures
 
     def table(self) -> Table:
         table = Table(title="stages", title_justify="left")
