@@ -258,16 +258,13 @@ class HubRepository:
         """Apply `change` to the ledger under If-Match; False when the claim is no longer there.
 
         Starts from the ledger this process knows; a claim missing there is checked on a fresh read."""
-        known = True
-        for _ in range(MAX_CAS_ATTEMPTS):
-            ledger, etag = await self._read_ledger(recipient, known=known)
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            ledger, etag = await self._read_ledger(recipient, known=attempt == 0)
             changed = change(ledger, token)
             if changed is None:
-                if known:
-                    known = False
-                    continue
+                if attempt == 0:
+                    continue  # the known ledger may be older than the claim: read it afresh
                 return False
-            known = False
             if await self._write_ledger(changed, etag):
                 return True
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
