@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = Path(__file__).with_name("embedded_cosmos.js")  # the endpoint with keep-alive
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,9 @@ def _cosmos_answers(url: str, attempts: int = 3) -> bool:
     return False
 
 
-def _cosmos_server_script() -> Path:
+def _cosmos_server_module() -> Path:
     for root in (Path.cwd(), PROJECT_ROOT):
-        script = root / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
+        script = root / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "index.js"
         if script.is_file():
             return script
     raise MissingTool(
@@ -119,7 +120,7 @@ def cosmos_process(settings: Settings) -> ManagedProcess:
     port = settings.embedded_cosmos_port
     return ManagedProcess(
         name="cosmos",
-        argv=[node, str(_cosmos_server_script()), "--port", str(port), "--host", "127.0.0.1"],
+        argv=[node, str(LAUNCHER), str(_cosmos_server_module()), str(port), "127.0.0.1"],
         home=settings.home,
         healthy=lambda: _cosmos_answers(settings.cosmos_url),
         port=port,

@@ -33,6 +33,18 @@ class _Fault:
     applied: bool
 
 
+def _bodiless_headers(request: Any) -> dict[str, str]:
+    """The request's headers for a GET sent in its place: without the body's length and type (on a
+    kept-alive connection the endpoint would read the next request as this one's body)."""
+    dropped = ("x-ms-cosmos-batch", "x-ms-cosmos-is-batch", "content-length", "content-type")
+    return {k: v for k, v in request.headers.items() if not k.lower().startswith(dropped)}
+
+
+def _probe(request: Any) -> Any:
+    """A harmless GET of the account, answered in place of a request that must not be applied."""
+    return request.__class__("GET", request.url.split("/dbs/")[0] + "/", headers=_bodiless_headers(request))
+
+
 async def _loaded() -> None:
     return None
 
@@ -76,10 +88,7 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
         if fault is not None:
             # Unless applied: ask the endpoint something harmless and answer with the fault's
             # status instead, so that the refused request is never applied.
-            probe = request.__class__(
-                "GET", request.url.split("/dbs/")[0] + "/", headers=dict(request.headers)
-            )
-            response = await super().send(probe, **kwargs)
+            response = await super().send(_probe(request), **kwargs)
             await response.load_body()
             self._rewrite(response, fault.status, b"{}")
             if fault.status == 429 or fault.status == 449:
@@ -103,8 +112,7 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
     async def _atomic_refusal(self, request: Any, **kwargs: Any) -> AioHttpTransportResponse | None:
         """A batch of creates where one document exists already: real Cosmos DB applies none of it."""
         operations = orjson.loads(request.data or b"[]")
-        dropped = ("x-ms-cosmos-batch", "x-ms-cosmos-is-batch", "content-length", "content-type")
-        headers = {k: v for k, v in request.headers.items() if not k.lower().startswith(dropped)}
+        headers = _bodiless_headers(request)
         failed_at = None
         for index, operation in enumerate(operations):
             if operation.get("operationType") != "Create":
@@ -118,9 +126,7 @@ class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
         if failed_at is None:
             return None
         results = [{"statusCode": 409 if i == failed_at else 424} for i in range(len(operations))]
-        response = await super().send(
-            request.__class__("GET", request.url.split("/dbs/")[0] + "/", headers=headers), **kwargs
-        )
+        response = await super().send(_probe(request), **kwargs)
         await response.load_body()
         self._rewrite(response, 207, orjson.dumps(results))
         self.rolled_back += 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -140,3 +142,25 @@ def test_up_starts_and_down_stops_its_own_services(stack: Settings, tmp_path: Pa
     )
     assert not broker_process(settings).healthy()
     assert not cosmos_process(settings).healthy()
+
+
+def test_embedded_cosmos_keeps_connections_alive(stack: Settings) -> None:
+    """Two requests on one TLS connection: the endpoint's own CLI closed each connection after one
+    answer, so every SDK request paid a new TCP connection and TLS handshake."""
+    if not stack.embedded_cosmos:
+        pytest.fail("this test checks the embedded endpoint; unset COSMOS_ENDPOINT")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    conn = http.client.HTTPSConnection("127.0.0.1", stack.embedded_cosmos_port, context=context, timeout=10)
+    try:
+        answers = []
+        for _ in range(2):
+            conn.request("GET", "/")
+            response = conn.getresponse()
+            response.read()
+            answers.append((response.status, response.getheader("connection")))
+            assert conn.sock is not None, "the endpoint closed the connection after one answer"
+        assert [header for _, header in answers] == ["keep-alive", "keep-alive"]
+    finally:
+        conn.close()
