@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import heapq
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +47,9 @@ from app.hub.model import (
     release,
     save_into_drawer,
 )
-from app.hub.reader import read_cabinet
+from app.hub.reader import CabinetRead, read_cabinet
 from app.hub.saving import IndexEntry, SavePlan, plan_save
+from app.hub.views import CabinetBoard
 
 __all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
 
@@ -90,6 +89,8 @@ class HubRepository:
         # worker that owns a recipient starts each compare-and-swap from it instead of a read.
         self._ledgers: KnownDocs[Ledger] = KnownDocs()
         self._drawers: KnownDocs[DrawerState] = KnownDocs()
+        # Per actor, what its last peek here learned of its cabinets (tagged with that bundle's id).
+        self._boards: KnownDocs[CabinetBoard] = KnownDocs()
 
     # ---- Save ---------------------------------------------------------------------------------
 
@@ -307,40 +308,58 @@ class HubRepository:
     # ---- GetNextUnacknowledged ------------------------------------------------------------------
 
     async def next_unacknowledged(
-        self, recipient: str, domains: Sequence[str], bundle_id: str, builder: BundleBuilder
+        self,
+        recipient: str,
+        domains: Sequence[str],
+        bundle_id: str,
+        builder: BundleBuilder,
+        dequeues: int | None = None,
     ) -> Candidate | None:
+        """The next bundle: from the cabinet holding the recipient's oldest visible event.
+
+        With `dequeues` (the actor's dequeue count), what this peek learned of the cabinets is
+        kept, and the peek after this bundle's dequeue starts from it (app/hub/views.py)."""
         ledger = await self._read_ledger_reaped(recipient)
         fence = ledger.fence
-        # A cabinet whose unacknowledged events are all voided (crashed saves) shows nothing:
-        # go on to the next cabinet rather than answer "nothing" for the whole domain.
-        empty: set[CabinetKey] = set()
+        remembered = self._boards.get(recipient)
+        self._boards.drop(recipient)
+        board = None
+        if dequeues is not None and remembered is not None and remembered[0].serves(domains, dequeues):
+            board = remembered[0]
+        fresh = board is None
+        if board is None:
+            board = await self._read_catalog(recipient, domains, fence)
         while True:
-            chosen = await self._next_cabinet(recipient, domains, fence, skip=empty)
-            if chosen is None:
-                return None
-            cabinet, drawers = chosen
-            read = await read_cabinet(
-                self.io,
-                lambda drawer: self.io.events(ledger, drawer.cabinet, drawer.ordinal),
-                [d for d, _ in drawers],
-                builder,
-                fence=fence,
-                is_void=ledger.is_void,
-                parallel_drawers=self.options.parallel_drawers,
-                page_size=self.options.page_size,
-            )
+            cabinet = board.next_cabinet(fence)
+            if cabinet is None:
+                if fresh or board.fence == fence:
+                    return None
+                board, fresh = await self._read_catalog(recipient, domains, fence), True
+                continue
+            if cabinet not in board.drawers:
+                board = await self._check(board, cabinet, fence)
+                continue
+            read = await self._read(ledger, board.open_drawers(cabinet, fence), builder)
+            if not fresh and not builder.closed and board.fence != fence:
+                # A drawer opened since the board was read may continue this bundle.
+                board, fresh = await self._read_catalog(recipient, domains, fence), True
+                builder = BundleBuilder(builder.max_weight, builder.max_events)
+                continue
             if read.events:
                 break
-            empty.add(cabinet)
-        slices = builder.slices(read.next_seen, {d.drawer_id: (d, etag) for d, etag in drawers})
+            # All its unacknowledged events are voided (crashed saves): go on to the next cabinet
+            # rather than answer "nothing" for the whole domain.
+            board = board.emptied(cabinet)
+        slices = builder.slices(
+            read.next_seen, dict((d.drawer_id, (d, t)) for d, t in board.drawers[cabinet])
+        )
         ref = BundleRef(bundle_id, cabinet, slices, len(read.events), builder.weight)
+        if dequeues is not None:
+            self._boards.put(recipient, board.peeked(bundle_id), bundle_id)
         return Candidate(ref, read.events)
 
-    async def _next_cabinet(
-        self, recipient: str, domains: Sequence[str], fence: int, skip: AbstractSet[CabinetKey] = frozenset()
-    ) -> tuple[CabinetKey, list[tuple[DrawerState, str]]] | None:
-        """The cabinet holding the recipient's oldest visible event: the catalog entry with the smallest
-        sequence number, checked against its drawers (stale entries are removed, missing ones added)."""
+    async def _read_catalog(self, recipient: str, domains: Sequence[str], fence: int) -> CabinetBoard:
+        """The recipient's cabinets as the catalog lists them (entries up to the fence)."""
         sql = "SELECT * FROM c WHERE c.pk = @pk AND c.seq <= @fence"
         found = await asyncio.gather(
             *(
@@ -348,29 +367,33 @@ class HubRepository:
                 for p in (catalog_partition(recipient, d) for d in domains)
             )
         )
-        by_cabinet: dict[CabinetKey, list[CatalogEntry]] = {}
-        for docs in found:
-            for doc in docs:
-                entry = catalog_from_doc(doc)
-                if entry.cabinet not in skip:
-                    by_cabinet.setdefault(entry.cabinet, []).append(entry)
-        heap = [(min(e.seq for e in entries), False, cabinet) for cabinet, entries in by_cabinet.items()]
-        heapq.heapify(heap)
-        checked: dict[CabinetKey, list[tuple[DrawerState, str]]] = {}
-        while heap:
-            _, verified, cabinet = heapq.heappop(heap)
-            if verified:
-                return cabinet, checked[cabinet]
-            drawers = await self._open_drawers(cabinet, fence)
-            first, stale, missing = reconcile_catalog(by_cabinet[cabinet], [d for d, _ in drawers])
-            await asyncio.gather(
-                *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale),
-                *(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing),
-            )
-            if first is not None:
-                checked[cabinet] = drawers
-                heapq.heappush(heap, (first, True, cabinet))
-        return None
+        entries = [catalog_from_doc(doc) for docs in found for doc in docs]
+        return CabinetBoard.from_catalog(domains, fence, entries)
+
+    async def _check(self, board: CabinetBoard, cabinet: CabinetKey, fence: int) -> CabinetBoard:
+        """Read the cabinet's open drawers and fix its catalog entries (stale ones removed, missing
+        ones added): the board then knows the cabinet's true oldest event."""
+        drawers = await self._open_drawers(cabinet, fence)
+        first, stale, missing = reconcile_catalog(board.entries.get(cabinet, ()), [d for d, _ in drawers])
+        await asyncio.gather(
+            *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale),
+            *(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing),
+        )
+        return board.checked(cabinet, tuple(drawers), first)
+
+    async def _read(
+        self, ledger: Ledger, drawers: Sequence[DrawerState], builder: BundleBuilder
+    ) -> CabinetRead:
+        return await read_cabinet(
+            self.io,
+            lambda drawer: self.io.events(ledger, drawer.cabinet, drawer.ordinal),
+            drawers,
+            builder,
+            fence=ledger.fence,
+            is_void=ledger.is_void,
+            parallel_drawers=self.options.parallel_drawers,
+            page_size=self.options.page_size,
+        )
 
     async def _open_drawers(self, cabinet: CabinetKey, fence: int) -> list[tuple[DrawerState, str]]:
         """The cabinet's drawers with visible unacknowledged events, in order, with their etags."""
@@ -408,11 +431,34 @@ class HubRepository:
 
     # ---- Acknowledge ----------------------------------------------------------------------------
 
-    async def acknowledge(self, ref: BundleRef) -> None:
-        """Advance every touched drawer under If-Match and rewrite its catalog entry (seed's table)."""
-        await asyncio.gather(*(self._acknowledge_slice(ref, i) for i in range(len(ref.slices))))
+    async def acknowledge(self, ref: BundleRef, dequeues: int | None = None) -> None:
+        """Advance every touched drawer under If-Match and rewrite its catalog entry (seed's table).
 
-    async def _acknowledge_slice(self, ref: BundleRef, index: int) -> None:
+        With `dequeues` (the actor's dequeue count once this dequeue is recorded), the board of the
+        peek that formed `ref` is kept for the actor's next peek, with the drawers as written."""
+        written = await asyncio.gather(*(self._acknowledge_slice(ref, i) for i in range(len(ref.slices))))
+        recipient = ref.cabinet.recipient
+        remembered = self._boards.get(recipient)
+        if (
+            dequeues is None
+            or remembered is None
+            or remembered[1] != ref.bundle_id
+            or not all(wrote for wrote, _ in written)
+        ):
+            self._boards.drop(recipient)
+            return
+        after = {piece.drawer_id: now for piece, (_, now) in zip(ref.slices, written, strict=True)}
+        self._boards.put(recipient, remembered[0].dequeued(ref.cabinet, after, dequeues), ref.bundle_id)
+
+    def forget_board(self, recipient: str) -> None:
+        """Drop what the last peek remembered (its dequeue was not recorded as this process's)."""
+        self._boards.drop(recipient)
+
+    async def _acknowledge_slice(
+        self, ref: BundleRef, index: int
+    ) -> tuple[bool, tuple[DrawerState, str] | None]:
+        """Whether this call wrote the drawer (not when acknowledged before), and the drawer as
+        written with its etag (None when it was drained and deleted)."""
         piece = ref.slices[index]
         cabinet = ref.cabinet
         # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
@@ -421,7 +467,7 @@ class HubRepository:
             if known is None:
                 current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)
                 if current is None:
-                    return  # drained and removed by an earlier acknowledge of this bundle
+                    return False, None  # drained and removed by an earlier acknowledge of this bundle
                 known = (drawer_from_doc(current), current["_etag"])
             drawer, etag = known
             next_now: int | None = None
@@ -429,23 +475,29 @@ class HubRepository:
                 next_now = await self._first_after(drawer, max(drawer.ack_seq, piece.last_seq))
             updated = acknowledge_drawer(drawer, piece.last_seq, piece.next_seq, next_now, piece.count)
             if updated == drawer:
-                return  # acknowledged before
+                return False, None
             drained = updated.unacked_from is None and updated.used >= self.options.drawer_capacity
             crash_point("hub.ack.drawer")
             if drained:
                 ok = await self.io.delete_if_match(self.io.drawers, drawer.drawer_id, cabinet.value, etag)
+                new_etag = "" if ok else None
             else:
-                ok = await self.io.replace_if_match(self.io.drawers, drawer_doc(updated), etag)
-            if ok:
+                new_etag = await self.io.replace_tagged(self.io.drawers, drawer_doc(updated), etag)
+            if new_etag is not None:
                 break
             known = None
         else:
             raise ServiceUnavailable(f"drawer {piece.drawer_id} kept changing; dequeue not finished")
         if updated.unacked_from is not None:
-            # Entries left pointing at acknowledged events are removed by the next peek that meets them.
             entry = CatalogEntry(cabinet, piece.drawer_id, updated.unacked_from)
             crash_point("hub.ack.catalog")
             await self.io.create(self.io.catalog, catalog_doc(entry))
+        if drawer.unacked_from is not None and drawer.unacked_from != updated.unacked_from:
+            # The entry pointing at the acknowledged events, after its successor exists (a crash in
+            # between leaves it for the next peek that reads the catalog to remove).
+            stale = CatalogEntry(cabinet, piece.drawer_id, drawer.unacked_from)
+            await self.io.delete(self.io.catalog, stale.entry_id, cabinet.catalog_partition)
+        return True, (None if drained else (updated, new_etag))
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:
         """The first live (not voided) sequence number above `seq` in the drawer, page by page: a

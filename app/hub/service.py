@@ -136,7 +136,7 @@ class MessageHub:
             if existing is not None:
                 return PeekedBundle(existing, await self.repository.read_bundle(existing))
             candidate = await self.repository.next_unacknowledged(
-                actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder()
+                actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder(), state.dequeues
             )
             if candidate is None:
                 return None
@@ -166,8 +166,9 @@ class MessageHub:
             if bundle_id in state.dequeued_ids:
                 return
             raise BundleNotFound(f"no peeked bundle {bundle_id} for this actor")
-        await self.repository.acknowledge(ref)
-        await self.bundle_log.decide(actor, decide_dequeue(bundle_id))
+        await self.repository.acknowledge(ref, state.dequeues + 1)
+        if not await self.bundle_log.decide(actor, decide_dequeue(bundle_id)):
+            self.repository.forget_board(actor)  # dequeued elsewhere: the count is not this one's
 
     async def depth(self, actor: str) -> dict[str, int]:
         return await self.repository.depth(actor)

@@ -1,7 +1,8 @@
 """Every row of the seed's acknowledge table, observed in the drawer and catalog documents.
 
-"Catalog added" is what a dequeue adds to the catalog; entries it leaves pointing at acknowledged
-events are removed by the next peek that meets them (checked at the end of each test).
+"Catalog added" is what a dequeue adds to the catalog; it removes the entry it superseded, and
+entries a crash leaves pointing at acknowledged events are removed by the next peek that reads the
+catalog (checked at the end of each test).
 """
 
 from __future__ import annotations
