@@ -112,7 +112,7 @@ class _Actor:
 
 
 async def drain_actors(
-    base_url: str,
+    base_urls: Sequence[str],
     secret: str,
     actors: Sequence[str],
     *,
@@ -123,13 +123,19 @@ async def drain_actors(
     progress: Callable[[DrainReport], None] | None = None,
 ) -> DrainReport:
     """Drain every actor, again and again until `expected` distinct events were seen or
-    `deadline_s` passed (events behind a crashed save's claim show only once its lease expired)."""
+    `deadline_s` passed (events behind a crashed save's claim show only once its lease expired).
+
+    The actors are spread over the workers' actor APIs in `base_urls`, each actor always on the
+    same one (a worker's peek after its own dequeue starts from what it learned)."""
     report = DrainReport()
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        members = [_Actor(session, base_url.rstrip("/"), actor, secret) for actor in actors]
+        members = [
+            _Actor(session, base_urls[i % len(base_urls)].rstrip("/"), actor, secret)
+            for i, actor in enumerate(actors)
+        ]
 
         async def one(member: _Actor) -> None:
             async with limit:

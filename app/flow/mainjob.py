@@ -191,9 +191,11 @@ def _run_input(settings: Settings, options: MainJobOptions, console: Console) ->
     return run_input
 
 
-def _drain(settings: Settings, recipients: list[str], expected: int, stages: Stages) -> DrainReport:
-    """Every actor peeks and dequeues until empty, concurrently, through the HTTP actor API."""
-    base = f"http://127.0.0.1:{settings.web_port}"
+def _drain(
+    settings: Settings, workers: int, recipients: list[str], expected: int, stages: Stages
+) -> DrainReport:
+    """Every actor peeks and dequeues until empty, concurrently, through the workers' HTTP actor API."""
+    bases = [f"http://127.0.0.1:{settings.web_port + i}" for i in range(workers)]
     secret = settings.hub_jwt_secret.get_secret_value()
 
     def progress(report: DrainReport) -> None:
@@ -203,7 +205,7 @@ def _drain(settings: Settings, recipients: list[str], expected: int, stages: Sta
     # HUB_SAVE_LEASE_S: the actors keep coming back that long at most.
     drained = asyncio.run(
         drain_actors(
-            base,
+            bases,
             secret,
             recipients,
             expected=expected,
@@ -280,7 +282,7 @@ def run_main_job(
         )
         recipients = recipient_ids(options.recipients)
         _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
-        drained = _drain(settings, recipients, summary.produced, stages)
+        drained = _drain(settings, options.workers, recipients, summary.produced, stages)
     console.print(stages.table())
     produced = since(ends(settings.bootstrap, list(before.main)), before.main)
     retries = copy_reasons(settings.bootstrap, before.retry)

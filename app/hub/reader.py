@@ -4,6 +4,11 @@ Each drawer is read by a partition-scoped query ordered by sequence number, page
 Pages of the next drawers are prefetched while the bundle still needs events, so a large
 bundle reads up to `parallel_drawers` partitions at once and a small one reads little more
 than it uses.
+
+A drawer may start from a run of its events read before (`runs`: every event of the drawer
+between its position and the run's last one, in order; events at or below the fence never
+change). Its query then starts after the run and is sent only when the bundle needs more.
+What was read and not taken is returned per drawer, as the next read's run.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +36,15 @@ class _DrawerCursor:
     buffered: deque[StoredEvent] = field(default_factory=deque)
     pending: asyncio.Task[list[dict[str, Any]] | None] | None = None
     exhausted: bool = False
+    cached: bool = False  # started from a run: query only once the run is used up
 
     def fetch(self) -> None:
         if self.pending is None and not self.exhausted:
             self.pending = asyncio.ensure_future(_next_page(self.pages))
+
+    def prefetch(self) -> None:
+        if not (self.cached and self.buffered):
+            self.fetch()
 
     async def take_page(self) -> None:
         self.fetch()
@@ -68,16 +78,36 @@ async def _next_page(pages: AsyncIterator[list[dict[str, Any]]]) -> list[dict[st
 class CabinetRead:
     events: tuple[StoredEvent, ...]
     next_seen: dict[str, int]  # drawer -> first event the bundle did not take
+    rest: dict[str, tuple[StoredEvent, ...]] = field(default_factory=dict)  # drawer -> read, not taken
 
 
 def _events_query(
-    io: HubContainers, container: ContainerProxy, drawer: DrawerState, upto_seq: int, page_size: int
+    io: HubContainers,
+    container: ContainerProxy,
+    drawer: DrawerState,
+    after: int,
+    upto_seq: int,
+    page_size: int,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     sql = (
         f"SELECT {EVENT_FIELDS} FROM c WHERE c.pk = @pk AND c.seq > @after AND c.seq <= @upto ORDER BY c.seq"
     )
-    params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq, "@upto": upto_seq}
+    params = {"@pk": drawer.drawer_id, "@after": after, "@upto": upto_seq}
     return io.pages(container, sql, drawer.drawer_id, params, page_size)
+
+
+def _cursor(
+    io: HubContainers,
+    container: ContainerProxy,
+    drawer: DrawerState,
+    run: Sequence[StoredEvent],
+    fence: int,
+    page_size: int,
+) -> _DrawerCursor:
+    ahead = [s for s in run if drawer.ack_seq < s.seq <= fence]
+    after = ahead[-1].seq if ahead else drawer.ack_seq
+    pages = _events_query(io, container, drawer, after, fence, page_size)
+    return _DrawerCursor(drawer, pages, deque(ahead), cached=bool(ahead))
 
 
 def _needed(builder: BundleBuilder) -> int:
@@ -99,9 +129,11 @@ async def read_cabinet(
     is_void: Callable[[int], bool],
     parallel_drawers: int,
     page_size: int,
+    runs: Mapping[str, Sequence[StoredEvent]] | None = None,
 ) -> CabinetRead:
     """Offer the drawers' unacknowledged events (up to the fence) to `builder` in sequence order."""
-    cursors = [_DrawerCursor(d, _events_query(io, container_of(d), d, fence, page_size)) for d in drawers]
+    known = runs or {}
+    cursors = [_cursor(io, container_of(d), d, known.get(d.drawer_id, ()), fence, page_size) for d in drawers]
     next_seen: dict[str, int] = {}
     try:
         for index, cursor in enumerate(cursors):
@@ -116,6 +148,7 @@ async def read_cabinet(
                 if is_void(stored.seq):
                     continue
                 if not builder.offer(stored):
+                    cursor.buffered.appendleft(stored)  # kept for the next read
                     next_seen[cursor.drawer.drawer_id] = stored.seq
                     break
             if builder.closed:
@@ -126,7 +159,8 @@ async def read_cabinet(
                 break
     finally:
         await asyncio.gather(*(c.aclose() for c in cursors))
-    return CabinetRead(tuple(builder.events), next_seen)
+    rest = {c.drawer.drawer_id: tuple(c.buffered) for c in cursors if c.buffered}
+    return CabinetRead(tuple(builder.events), next_seen, rest)
 
 
 def _prefetch(window: Sequence[_DrawerCursor], builder: BundleBuilder) -> None:
@@ -136,16 +170,17 @@ def _prefetch(window: Sequence[_DrawerCursor], builder: BundleBuilder) -> None:
     for cursor in window:
         if ahead >= needed:
             return
-        cursor.fetch()
+        cursor.prefetch()
         ahead += len(cursor.buffered) + (cursor.drawer.used if cursor.pending is not None else 0)
 
 
 async def _next_valid(cursor: _DrawerCursor, is_void: Callable[[int], bool]) -> int | None:
     while True:
         if cursor.buffered:
-            stored = cursor.buffered.popleft()
+            stored = cursor.buffered[0]
             if not is_void(stored.seq):
                 return stored.seq
+            cursor.buffered.popleft()
             continue
         if cursor.exhausted:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -339,7 +339,7 @@ class HubRepository:
             if cabinet not in board.drawers:
                 board = await self._check(board, cabinet, fence)
                 continue
-            read = await self._read(ledger, board.open_drawers(cabinet, fence), builder)
+            read = await self._read(ledger, board.open_drawers(cabinet, fence), builder, board.runs)
             if not fresh and not builder.closed and board.fence != fence:
                 # A drawer opened since the board was read may continue this bundle.
                 board, fresh = await self._read_catalog(recipient, domains, fence), True
@@ -355,7 +355,7 @@ class HubRepository:
         )
         ref = BundleRef(bundle_id, cabinet, slices, len(read.events), builder.weight)
         if dequeues is not None:
-            self._boards.put(recipient, board.peeked(bundle_id), bundle_id)
+            self._boards.put(recipient, board.peeked(bundle_id, cabinet, read.rest), bundle_id)
         return Candidate(ref, read.events)
 
     async def _read_catalog(self, recipient: str, domains: Sequence[str], fence: int) -> CabinetBoard:
@@ -382,7 +382,11 @@ class HubRepository:
         return board.checked(cabinet, tuple(drawers), first)
 
     async def _read(
-        self, ledger: Ledger, drawers: Sequence[DrawerState], builder: BundleBuilder
+        self,
+        ledger: Ledger,
+        drawers: Sequence[DrawerState],
+        builder: BundleBuilder,
+        runs: Mapping[str, Sequence[StoredEvent]] | None = None,
     ) -> CabinetRead:
         return await read_cabinet(
             self.io,
@@ -393,6 +397,7 @@ class HubRepository:
             is_void=ledger.is_void,
             parallel_drawers=self.options.parallel_drawers,
             page_size=self.options.page_size,
+            runs=runs,
         )
 
     async def _open_drawers(self, cabinet: CabinetKey, fence: int) -> list[tuple[DrawerState, str]]:

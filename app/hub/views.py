@@ -15,6 +15,10 @@ board when nothing it relied on can have changed:
 - a bundle read from the board's drawers that does not close before their events run out is
   formed again by a full peek when the fence moved (a drawer opened since may continue it).
 
+It also keeps, per drawer, the events its last read returned beyond the bundle (a query reads a
+page of up to HUB_READ_PAGE_SIZE events and a bundle of the sample takes about ten): the next
+bundle starts from them and queries only for what lies beyond.
+
 The drawers are kept as this process wrote them at the dequeue; a save that wrote one since makes
 the acknowledge's If-Match fail once and read it again, as for any peek.
 """
@@ -24,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from app.hub.model import CabinetKey, CatalogEntry, DrawerState
+from app.hub.model import CabinetKey, CatalogEntry, DrawerState, StoredEvent
 
 __all__ = ["CabinetBoard", "Drawers"]
 
@@ -38,6 +42,7 @@ class CabinetBoard:
     oldest: Mapping[CabinetKey, int]  # cabinets holding visible unacknowledged events
     entries: Mapping[CabinetKey, tuple[CatalogEntry, ...]]  # as the catalog listed them
     drawers: Mapping[CabinetKey, Drawers] = field(default_factory=dict)  # cabinets whose drawers were read
+    runs: Mapping[str, tuple[StoredEvent, ...]] = field(default_factory=dict)  # per drawer: read, not taken
     bundle_id: str = ""  # the bundle formed from the board last
     dequeues: int | None = None  # the actor's dequeue count after that bundle's dequeue; None before
 
@@ -75,8 +80,15 @@ class CabinetBoard:
         """The cabinet's drawers holding visible unacknowledged events, in order."""
         return [d for d, _ in self.drawers[cabinet] if d.unacked_from is not None and d.unacked_from <= fence]
 
-    def peeked(self, bundle_id: str) -> CabinetBoard:
-        return replace(self, bundle_id=bundle_id, dequeues=None)
+    def peeked(
+        self, bundle_id: str, cabinet: CabinetKey, rest: Mapping[str, tuple[StoredEvent, ...]]
+    ) -> CabinetBoard:
+        """The board once a bundle was formed from `cabinet`, with the events its drawers' reads
+        left (each run holds every event of its drawer from the first not taken on)."""
+        mine = {d.drawer_id for d, _ in self.drawers.get(cabinet, ())}
+        runs = {drawer: run for drawer, run in self.runs.items() if drawer not in mine}
+        runs.update({drawer: run for drawer, run in rest.items() if drawer in mine})
+        return replace(self, bundle_id=bundle_id, dequeues=None, runs=runs)
 
     def dequeued(
         self, cabinet: CabinetKey, written: Mapping[str, tuple[DrawerState, str] | None], dequeues: int

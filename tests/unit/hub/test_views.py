@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from app.hub.model import CabinetKey, CatalogEntry, DrawerState
+from app.dataavailable import DataAvailable
+from app.hub.model import CabinetKey, CatalogEntry, DrawerState, StoredEvent
 from app.hub.views import CabinetBoard
 
 TS = CabinetKey("actor", "timeseries", "a")
@@ -37,7 +38,9 @@ def test_reading_a_cabinets_drawers_replaces_its_catalog_guess() -> None:
 
 def test_a_dequeue_keeps_the_drawers_as_written_and_the_new_oldest() -> None:
     start = board().checked(TS, ((drawer(TS, "d0", 1), "e0"), (drawer(TS, "d1", 4), "e1")), 1)
-    peeked = start.peeked("bundle")
+    run = (StoredEvent(DataAvailable("e5", "actor", "timeseries", "a", 1024), 5, "d1"),)
+    peeked = start.peeked("bundle", TS, {"d1": run, "elsewhere": run})
+    assert peeked.runs == {"d1": run}  # only the drawers of the cabinet read
     assert not peeked.serves(("timeseries", "aggregations"), 1)  # not dequeued here yet
     written = {"d0": None, "d1": (drawer(TS, "d1", 7, ack_seq=6), "e1b")}
     after = peeked.dequeued(TS, written, 1)
@@ -47,5 +50,7 @@ def test_a_dequeue_keeps_the_drawers_as_written_and_the_new_oldest() -> None:
     assert after.drawers[TS] == ((drawer(TS, "d1", 7, ack_seq=6), "e1b"),)
     assert after.oldest[TS] == 7
     assert after.next_cabinet(10) == AG
+    assert after.runs == {"d1": run}
     drained = peeked.dequeued(TS, {"d0": (drawer(TS, "d0", None), "x"), "d1": None}, 1)
     assert TS not in drained.oldest
+    assert peeked.peeked("next", TS, {}).runs == {}  # a read that left nothing: nothing kept
