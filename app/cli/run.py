@@ -21,8 +21,9 @@ def run(
     events: int, recipients: int, invalid: int, workers: int, timeout_s: float, topic: str, subscription: str
 ) -> None:
     """Start the stack and workers, ingest a sample with Spark, let the subscription fill the hub
-    while a pipeline mirrors into MySQL, peek and dequeue one bundle, and print the counts as the
-    last line (JSON). Workers and the dashboard keep running; `make stop` ends everything."""
+    while a pipeline mirrors into MySQL, let every actor peek and dequeue until the hub is empty,
+    and print the counts as the last line (JSON). Workers and the dashboard keep running; `make
+    stop` ends everything."""
     from app.flow.mainjob import MainJobOptions, run_main_job
 
     def body() -> None:

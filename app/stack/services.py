@@ -27,6 +27,7 @@ __all__ = [
     "stack_status",
     "stack_up",
     "start_workers",
+    "table_dirs",
     "web_answers",
     "worker_process",
     "worker_processes",
@@ -219,7 +220,17 @@ def stack_down(settings: Settings) -> list[str]:
         stopped.append("cosmos")
     if settings.embedded_kafka and broker_process(settings).stop():
         stopped.append("broker")
+        # The embedded broker keeps its topics in memory: the workers' tables, whose changelogs
+        # were those topics, would refuse to start against the next broker (Faust's
+        # ConsistencyError: the stored offset is past the changelog's end).
+        for table_dir in table_dirs(settings.home):
+            shutil.rmtree(table_dir, ignore_errors=True)
     return stopped
+
+
+def table_dirs(home: Path) -> list[Path]:
+    """The local table stores of the workers and pipeline processes started under `home`."""
+    return sorted([*home.glob("data/worker-*"), *home.glob("*/data/worker-*")])
 
 
 def stack_status(settings: Settings) -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from app.batch.acks import AckProducer
 from app.settings import Settings
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 PARTITIONS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

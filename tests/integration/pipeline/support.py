@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,11 @@ from typing import Any
 
 import orjson
 
+from tests.support.ports import free_port
+
 __all__ = ["HUBSTREAM", "cli", "cli_json", "free_port", "start", "status", "stop", "wait"]
 
 HUBSTREAM = str(Path(sys.executable).with_name("hubstream"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(file: Path, home: Path, port: int, **extra_env: str) -> subprocess.Popen[bytes]:

@@ -16,7 +16,8 @@ import pytest
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.errors import MissingTool, PortHeldByOther, ServiceUnreachable
-from app.stack.services import broker_process, cosmos_process, ensure_mysql_database
+from app.stack.services import broker_process, cosmos_process, ensure_mysql_database, stack_down, table_dirs
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +165,22 @@ def test_embedded_cosmos_keeps_connections_alive(stack: Settings) -> None:
         assert [header for _, header in answers] == ["keep-alive", "keep-alive"]
     finally:
         conn.close()
+
+
+def test_stack_down_forgets_the_tables_of_the_broker_it_stopped(stack: Settings, tmp_path: Path) -> None:
+    """The embedded broker keeps topics in memory: tables left behind would stop the next workers
+    (Faust: the stored offset is past the changelog's end)."""
+    own = stack.model_copy(
+        update={"home": tmp_path, "embedded_broker_port": free_port(), "embedded_cosmos_port": free_port()}
+    )
+    tables = [tmp_path / "data" / "worker-6066", tmp_path / "pipeline-mirror" / "data" / "worker-6076"]
+    kept = tmp_path / "data" / "sample.parquet"
+    for table in tables:
+        (table / "v1").mkdir(parents=True)
+    kept.write_bytes(b"sample")
+    assert table_dirs(tmp_path) == sorted(tables)
+    report = stack_up(own)
+    assert report.kafka.startswith("started")
+    assert stack_down(own) == ["cosmos", "broker"]
+    assert [t for t in tables if t.exists()] == []
+    assert kept.read_bytes() == b"sample"

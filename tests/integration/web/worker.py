@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,15 +18,10 @@ import orjson
 
 from app.cosmos import open_cosmos
 from app.settings import Settings
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 HUBSTREAM = REPO / ".venv" / "bin" / "hubstream"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def worker_env(stack: Settings, unique: str, home: Path, **extra: str) -> dict[str, str]:
