@@ -1,0 +1,48 @@
+"""The main job's MySQL mirror table outlives the embedded broker, whose batch ids start from 1."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from app.flow.mainjob import MIRROR_TABLE, prepare_mirror
+from app.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def rows_of_batch(settings: Settings, batch_id: int) -> int:
+    conn = pymysql.connect(**settings.mysql.connect_args())
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT COUNT(*) FROM {MIRROR_TABLE} WHERE batch_item_id LIKE %s", (f"{batch_id}:%",)
+            )
+            row = cur.fetchone()
+            return int(row[0]) if row else 0
+    finally:
+        conn.close()
+
+
+def insert_row(settings: Settings, event_id: str, item: str) -> None:
+    conn = pymysql.connect(**settings.mysql.connect_args())
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {MIRROR_TABLE} (id, recipient, origin, message_type, weight, bundleable,"
+                " batch_item_id) VALUES (%s, 'r', 'timeseries', 'mt', 1, 1, %s)",
+                (event_id, item),
+            )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_a_new_broker_empties_the_mirror_and_a_reused_one_keeps_it(stack: Settings, unique: str) -> None:
+    batch = 900_000_000 + int(unique[:6], 16)  # an id no batch of this broker has
+    prepare_mirror(stack, new_broker=False)
+    insert_row(stack, f"old-{unique}", f"{batch}:0")
+    prepare_mirror(stack, new_broker=False)
+    assert rows_of_batch(stack, batch) == 1  # the same broker: its batch ids never repeat
+    prepare_mirror(stack, new_broker=True)
+    assert rows_of_batch(stack, batch) == 0  # a new broker's batch `batch` would count it
