@@ -1,6 +1,6 @@
 """Spark ingest vs a single-process confluent-kafka producer of the same events, same run.
 
-    .venv/bin/python bench/spark_ingest.py [--rows 200000] [--recipients 1000] [--master local[2]]
+    .venv/bin/python bench/spark_ingest_rate.py [--rows 200000] [--recipients 1000] [--master local[2]]
 
 Both sides produce the same bytes (DataAvailable JSON via orjson) with the same keys to the
 same partitions of fresh composite topics with the same partition count; the bench checks
@@ -25,9 +25,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)  # this file's name would shadow the spark_ingest package
 
 import orjson
 import pyarrow.parquet as pq
