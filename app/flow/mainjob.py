@@ -52,7 +52,7 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, RetryPolicy, Status
 from app.subscription.registry import SubscriptionRegistry
 
-__all__ = ["MIRROR_TABLE", "MainJobOptions", "prepare_mirror", "run_main_job"]
+__all__ = ["MIRROR_TABLE", "MainJobOptions", "mirror_rows", "prepare_mirror", "run_main_job"]
 
 PIPELINE_EXAMPLE = (
     Path(__file__).resolve().parents[2] / "examples" / "pipelines" / "data_available_mysql.yaml"
@@ -118,7 +118,7 @@ def _mysql(settings: Settings) -> Any:
     return pymysql.connect(**settings.mysql.connect_args())
 
 
-def _mysql_rows(settings: Settings, batch_id: str | None = None) -> int:
+def mirror_rows(settings: Settings, batch_id: str | None = None) -> int:
     """Rows in the mirror table; with `batch_id`, only the rows this run's batch delivered (MySQL
     outlives the embedded stack, so the table may hold earlier runs' events)."""
     conn = _mysql(settings)
@@ -278,10 +278,10 @@ def run_main_job(
     topics = subscription_topics(settings, options.subscription)
     before = _Before.read(settings, topics)
     _say(console, "Spark ingest into data-available under an exact batch; the hub and MySQL fill behind it")
-    mirror_rows = functools.partial(_mysql_rows, settings)
+    count_rows = functools.partial(mirror_rows, settings)
     with (
         Stages(console, FLOW_STAGES) as stages,
-        FlowWatch(settings, stages, before.main, topics.consumer_group, mirror_rows) as watch,
+        FlowWatch(settings, stages, before.main, topics.consumer_group, count_rows) as watch,
     ):
         summary = run_ingest(
             IngestOptions(
@@ -298,7 +298,7 @@ def run_main_job(
         )
         _wait(
             "the MySQL mirror catching up",
-            lambda: _mysql_rows(settings, summary.batch_id) >= summary.produced,
+            lambda: mirror_rows(settings, summary.batch_id) >= summary.produced,
             options.timeout_s,
         )
         recipients = recipient_ids(options.recipients)
@@ -320,7 +320,7 @@ def run_main_job(
         "hub_duplicates": drained.duplicates,
         "hub_out_of_order": drained.fifo_violations,
         "drain_events_per_s": round(drained.rate, 1),
-        "mysql_rows": _mysql_rows(settings, summary.batch_id),
+        "mysql_rows": mirror_rows(settings, summary.batch_id),
         "batch_complete": bool(summary.batch_complete),
         "completion_events": completions_seen(settings, summary.batch_id),
         "retries": sum(retries.values()),

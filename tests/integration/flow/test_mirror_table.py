@@ -5,23 +5,10 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from app.flow.mainjob import MIRROR_TABLE, prepare_mirror
+from app.flow.mainjob import MIRROR_TABLE, mirror_rows, prepare_mirror
 from app.settings import Settings
 
 pytestmark = pytest.mark.integration
-
-
-def rows_of_batch(settings: Settings, batch_id: int) -> int:
-    conn = pymysql.connect(**settings.mysql.connect_args())
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                f"SELECT COUNT(*) FROM {MIRROR_TABLE} WHERE batch_item_id LIKE %s", (f"{batch_id}:%",)
-            )
-            row = cur.fetchone()
-            return int(row[0]) if row else 0
-    finally:
-        conn.close()
 
 
 def insert_row(settings: Settings, event_id: str, item: str) -> None:
@@ -43,6 +30,6 @@ def test_a_new_broker_empties_the_mirror_and_a_reused_one_keeps_it(stack: Settin
     prepare_mirror(stack, new_broker=False)
     insert_row(stack, f"old-{unique}", f"{batch}:0")
     prepare_mirror(stack, new_broker=False)
-    assert rows_of_batch(stack, batch) == 1  # the same broker: its batch ids never repeat
+    assert mirror_rows(stack, str(batch)) == 1  # the same broker: its batch ids never repeat
     prepare_mirror(stack, new_broker=True)
-    assert rows_of_batch(stack, batch) == 0  # a new broker's batch `batch` would count it
+    assert mirror_rows(stack, str(batch)) == 0  # a new broker's batch `batch` would count it

@@ -75,7 +75,7 @@ async def served() -> AsyncIterator[tuple[FakeHub, str]]:
 async def test_every_event_is_counted_once_and_5xx_is_retried(served: tuple[FakeHub, str]) -> None:
     hub, url = served
     hub.fail_next = 2
-    report = await drain_actors(url, SECRET, ["a", "b"], expected=7, deadline_s=5)
+    report = await drain_actors([url], SECRET, ["a", "b"], expected=7, deadline_s=5)
     assert (report.drained, report.duplicates, report.fifo_violations) == (7, 0, 0)
     assert report.per_actor == {"a": 5, "b": 2}
     assert report.bundles == 4
@@ -85,7 +85,7 @@ async def test_every_event_is_counted_once_and_5xx_is_retried(served: tuple[Fake
 async def test_an_event_shown_again_after_dequeue_is_a_duplicate(served: tuple[FakeHub, str]) -> None:
     hub, url = served
     hub.redeliver_once.add("b")
-    report = await drain_actors(url, SECRET, ["b"], expected=2, deadline_s=5)
+    report = await drain_actors([url], SECRET, ["b"], expected=2, deadline_s=5)
     assert (report.drained, report.duplicates) == (2, 2)
     assert report.fifo_violations == 1  # the cabinet went back from sequence 1 to 0
 
@@ -102,6 +102,6 @@ async def test_the_actors_come_back_for_events_that_show_late(served: tuple[Fake
             hub.events["a"] = late
 
     report = await drain_actors(
-        url, SECRET, ["a", "b"], expected=7, deadline_s=10, poll_s=0.01, progress=progress
+        [url], SECRET, ["a", "b"], expected=7, deadline_s=10, poll_s=0.01, progress=progress
     )
     assert report.drained == 7
