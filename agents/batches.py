@@ -17,7 +17,20 @@ from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offs
 from app.settings import Settings
 from tables.batches import batch_table, changelog_topic
 
-__all__ = ["register"]
+__all__ = ["register", "seek_on_consumer_thread"]
+
+
+async def seek_on_consumer_thread(consumer: Any, tp: TP, offset: int) -> bool:
+    """Seek an assigned partition back, on the thread that runs the Kafka consumer.
+
+    Faust's `Consumer.seek` calls aiokafka's `seek` from the caller's thread while the consumer
+    thread may be handing out fetched records; the two raced in aiokafka's fetcher (KeyError in
+    `fetched_records`) and the worker crashed. `seek_wait` runs the seek on the consumer's thread
+    and waits for the new position. False when the partition is not assigned here."""
+    if tp not in consumer.assignment():
+        return False
+    await consumer.seek_wait({tp: offset})
+    return True
 
 
 def register(app: faust.App, settings: Settings) -> None:
@@ -48,11 +61,7 @@ def register(app: faust.App, settings: Settings) -> None:
     acks_name = settings.batch_acks_topic
 
     async def seek(partition: int, offset: int) -> bool:
-        tp = TP(acks_name, partition)
-        if tp not in app.consumer.assignment():
-            return False
-        await app.consumer.seek(tp, offset)
-        return True
+        return await seek_on_consumer_thread(app.consumer, TP(acks_name, partition), offset)
 
     positions = AckPositions(
         service,
