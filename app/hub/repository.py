@@ -501,6 +501,7 @@ class HubRepository:
             # The entry pointing at the acknowledged events, after its successor exists (a crash in
             # between leaves it for the next peek that reads the catalog to remove).
             stale = CatalogEntry(cabinet, piece.drawer_id, drawer.unacked_from)
+            crash_point("hub.ack.catalog_superseded")
             await self.io.delete(self.io.catalog, stale.entry_id, cabinet.catalog_partition)
         return True, (None if drained else (updated, new_etag))
 

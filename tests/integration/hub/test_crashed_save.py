@@ -185,14 +185,15 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     await hub.close()
 
 
-@pytest.mark.parametrize("point", ["hub.ack.drawer", "hub.ack.catalog"])
+@pytest.mark.parametrize("point", ["hub.ack.drawer", "hub.ack.catalog", "hub.ack.catalog_superseded"])
 @pytest.mark.parametrize("nth", [1, 2])
 async def test_a_dequeue_failed_at_any_write_and_retried_shows_each_event_once(
     stack: Settings, cosmos: CosmosStore, unique: str, point: str, nth: int
 ) -> None:
-    """The actor's dequeue fails at one of its writes (before a drawer is advanced, or after it
-    and before the drawer's new catalog entry) and the actor retries it, as a client does on a
-    5xx: every event is still peeked exactly once, in order, and none after its dequeue."""
+    """The actor's dequeue fails at one of its writes (before a drawer is advanced, after it and
+    before the drawer's new catalog entry, or before the entry it superseded is deleted) and the
+    actor retries it, as a client does on a 5xx: every event is still peeked exactly once, in
+    order, and none after its dequeue."""
     settings = stack.model_copy(update={"hub_drawer_capacity": 3})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"ackfail-{unique}"
