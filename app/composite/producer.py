@@ -9,7 +9,6 @@ import asyncio
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -18,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from app.composite.errors import InvalidPayload
 from app.composite.model import CompositeTopic, check_group_id
 from app.composite.store import MetadataStore
-from app.errors import ServiceUnavailable
+from app.kafka.producing import Delivered, ProduceFailed, RecordRefused, produce_failed, settle
 from app.settings import Settings
 
 __all__ = [
@@ -33,34 +32,6 @@ __all__ = [
 
 Payload = bytes | str | Mapping[str, Any] | list[Any] | int | float | bool | None
 Headers = Mapping[str, str | bytes]
-
-
-class ProduceFailed(ServiceUnavailable):
-    """The broker did not confirm a produced message."""
-
-
-class RecordRefused(ProduceFailed):
-    """The broker (or the producer) refuses this record itself, too large or invalid: trying
-    again cannot help."""
-
-    retriable = False
-
-
-_REFUSING = frozenset(
-    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.RECORD_LIST_TOO_LARGE}
-)
-
-
-def produce_failed(where: str, err: KafkaError) -> ProduceFailed:
-    kind = RecordRefused if err.code() in _REFUSING else ProduceFailed
-    return kind(f"{where}: {err}")
-
-
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    topic: str
-    partition: int
-    offset: int
 
 
 def encode_payload(payload: Payload, max_bytes: int | None) -> bytes:
@@ -245,7 +216,7 @@ class AsyncCompositeProducer:
                 result: Delivered | Exception = produce_failed(f"{msg.topic()}[{msg.partition()}]", err)
             else:
                 result = Delivered(msg.topic(), msg.partition(), msg.offset())
-            loop.call_soon_threadsafe(_settle, future, result)
+            loop.call_soon_threadsafe(settle, future, result)
 
         while True:
             try:
@@ -272,12 +243,3 @@ class AsyncCompositeProducer:
         self._stop.set()
         self._poller.join(timeout=5)
         self._store.close()
-
-
-def _settle(future: asyncio.Future[Delivered], result: Delivered | Exception) -> None:
-    if future.done():
-        return
-    if isinstance(result, Exception):
-        future.set_exception(result)
-    else:
-        future.set_result(result)

@@ -1,0 +1,242 @@
+"""What the library does with one record whose key's turn has come: decide with the subscription
+GroupState rules (the same functions, `app.subscription.state`), call the handler or filter, and
+hand a failure to the retry or dead-letter topic; the key's new state is durable before the
+call returns, so the record's offset may be committed after it.
+
+Ports (`StateLog`, `Queues`) keep this free of Kafka; `app.consumer.memory` has fakes for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from app.consumer.model import ConsumerSettings, Handler, Message
+from app.subscription.records import FailureInfo, InternalMeta, encode_internal, user_headers
+from app.subscription.state import (
+    Action,
+    GroupState,
+    MessageState,
+    Position,
+    decide_main,
+    decide_retry,
+    on_dead_lettered,
+    on_delivered,
+    on_sidelined,
+    on_skipped,
+)
+
+__all__ = ["Engine", "Outcome", "Queues", "Record", "StateLog", "Work", "message_id"]
+
+log = logging.getLogger(__name__)
+Headers = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """A record and its lane. `meta` is set for a record read from the retry topic (its copy of a
+    main record)."""
+
+    record: Record
+    partition: int  # the main partition: the lane's, the state's and the retry copy's
+    ordering_key: str
+    meta: InternalMeta | None = None
+    undecodable: str = ""  # why the record cannot be handled (it goes to the DLQ)
+
+    @property
+    def lane(self) -> tuple[int, str]:
+        return (self.partition, self.ordering_key)
+
+    @property
+    def main(self) -> Position:
+        return self.meta.main if self.meta is not None else (0, self.record.offset)
+
+    @property
+    def read(self) -> MessageState | None:
+        """Where this copy was read in the retry topic (None for main records)."""
+        return None if self.meta is None else MessageState.at(self.meta.main, (0, self.record.offset))
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    FILTERED = "filtered"
+    RETRYING = "retrying"  # failed; a copy waits in the retry topic
+    SIDELINED = "sidelined"  # behind its key's waiting messages; not a failure
+    DEAD_LETTERED = "dead_lettered"
+    SKIPPED = "skipped"  # handled before a crash: a replay
+
+
+class StateLog(Protocol):
+    """The keys' GroupStates of the partitions this copy owns; `put` returns once durable."""
+
+    def get(self, partition: int, key: str) -> GroupState | None: ...
+    async def put(self, partition: int, key: str, state: GroupState) -> None: ...
+
+
+class Queues(Protocol):
+    """Copies to the retry and dead-letter topics, in the record's main partition; each returns
+    the offset the broker confirmed."""
+
+    async def to_retry(self, work: Work, headers: Headers) -> int: ...
+    async def to_dlq(self, work: Work, headers: Headers) -> int: ...
+
+
+def message_id(topic: str, partition: int, offset: int) -> str:
+    return f"{topic}-{partition}-{offset}"
+
+
+KEY_HEADER = "hs-key"  # the ordering key, on copies (a key taken from a header or callable)
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: ConsumerSettings,
+        handler: Handler,
+        states: StateLog,
+        queues: Queues,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.handler = handler
+        self.states = states
+        self.queues = queues
+        self.clock = clock
+
+    def message(self, work: Work) -> Message:
+        meta, rec = work.meta, work.record
+        partition = work.partition
+        offset = meta.main[1] if meta is not None else rec.offset
+        return Message(
+            topic=self.settings.topic,
+            partition=partition,
+            offset=offset,
+            key=rec.key,
+            ordering_key=work.ordering_key,
+            value=rec.value,
+            headers=dict(user_headers(rec.headers)),
+            attempt=(meta.failed_attempts if meta is not None else 0) + 1,
+            message_id=message_id(self.settings.topic, partition, offset),
+        )
+
+    async def run(self, work: Work) -> Outcome:
+        if work.undecodable:
+            failure = self._failure(work, "UndecodableMessage", work.undecodable, "undecodable")
+            return await self._dead_letter(work, None, failure)
+        state = self.states.get(*work.lane)
+        read = work.read
+        if read is None:
+            action = decide_main(state, work.main, self.settings.on_dlq)
+        else:
+            action = decide_retry(state, work.main, read.internal, self.settings.on_dlq)
+        if action is Action.SKIP:
+            await self._put(work, state, on_skipped(state, read))
+            return Outcome.SKIPPED
+        if action is Action.SIDELINE:
+            return await self._to_retry(
+                work, state, self._meta(work, failed=None, due_ms=self._now_ms()), failed=False
+            )
+        if action is Action.FOLLOW_TO_DLQ:
+            failure = self._failure(
+                work, "GroupBlocked", "an earlier message of the key is in DLQ", "follows-blocked-group"
+            )
+            return await self._dead_letter(work, state, failure)
+        message = self.message(work)
+        keep = self.settings.filter
+        try:
+            filtered = read is None and keep is not None and not keep(message)
+            if not filtered:
+                await self.handler(message)
+        except (
+            Exception
+        ) as exc:  # the handler's (or filter's) failure decides retry vs DLQ; the consumer goes on
+            return await self._failed(work, state, exc)
+        await self._put(work, state, on_delivered(state, work.main, read))
+        return Outcome.FILTERED if filtered else Outcome.DELIVERED
+
+    async def _failed(self, work: Work, state: GroupState | None, exc: Exception) -> Outcome:
+        failed = (work.meta.failed_attempts if work.meta is not None else 0) + 1
+        retry = self.settings.retry
+        failure = FailureInfo(type(exc).__name__, str(exc), _source(work.record), self._now_ms(), "failed")
+        by_type = getattr(exc, "retriable", True)
+        if retry.is_retriable(bool(by_type)) and retry.may_retry(failed):
+            due = self._now_ms() + int(retry.delay_s(failed) * 1000)
+            meta = self._meta(work, failed=failed, due_ms=due, failure=failure)
+            return await self._to_retry(work, state, meta, failed=True)
+        return await self._dead_letter(work, state, failure, failed)
+
+    async def _to_retry(
+        self, work: Work, state: GroupState | None, meta: InternalMeta, *, failed: bool
+    ) -> Outcome:
+        offset = await self.queues.to_retry(work, self._headers(work, meta))
+        written = MessageState.at(work.main, (0, offset))
+        new = on_sidelined(state, work.main, written, failed=failed, read_from_rq=work.read)
+        await self._put(work, state, new)
+        return Outcome.RETRYING if failed else Outcome.SIDELINED
+
+    async def _dead_letter(
+        self, work: Work, state: GroupState | None, failure: FailureInfo, failed: int | None = None
+    ) -> Outcome:
+        attempts = failed if failed is not None else (work.meta.failed_attempts if work.meta else 0)
+        meta = self._meta(work, failed=attempts, due_ms=0, failure=failure)
+        offset = await self.queues.to_dlq(work, self._headers(work, meta))
+        log.warning(
+            "%s: key %s to DLQ (%s): %s: %s",
+            _source(work.record),
+            work.ordering_key,
+            failure.reason,
+            failure.error_class,
+            failure.error,
+        )
+        if not work.undecodable:
+            written = MessageState.at(work.main, (0, offset))
+            await self._put(work, state, on_dead_lettered(state, work.main, written, work.read))
+        return Outcome.DEAD_LETTERED
+
+    async def _put(self, work: Work, old: GroupState | None, new: GroupState | None) -> None:
+        if new is not None and new != old:
+            await self.states.put(work.partition, work.ordering_key, new)
+
+    def _meta(
+        self, work: Work, *, failed: int | None, due_ms: int, failure: FailureInfo | None = None
+    ) -> InternalMeta:
+        base = work.meta
+        attempts = failed if failed is not None else (base.failed_attempts if base is not None else 0)
+        main = work.main
+        return InternalMeta(
+            main=main,
+            main_partition=work.partition,
+            message_id=message_id(self.settings.topic, work.partition, main[1]),
+            failed_attempts=attempts,
+            due_ms=due_ms,
+            failure=failure,
+        )
+
+    def _headers(self, work: Work, meta: InternalMeta) -> list[tuple[str, bytes]]:
+        out = encode_internal(meta, work.record.headers)
+        out.append((KEY_HEADER, work.ordering_key.encode()))
+        return out
+
+    def _failure(self, work: Work, error_class: str, error: str, reason: str) -> FailureInfo:
+        return FailureInfo(error_class, error, _source(work.record), self._now_ms(), reason)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+
+def _source(rec: Record) -> str:
+    return f"{rec.topic}[{rec.partition}]@{rec.offset}"

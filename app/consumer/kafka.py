@@ -1,0 +1,587 @@
+"""The consumer library on the broker: `KeyedConsumer` runs one copy of a consumer.
+
+Kafka assigns the source topic's partitions over the copies (consumer group `<name>`, range
+assignment, so retry partition p always goes with source partition p). Records are handed to
+per-key lanes: many keys of a partition run at once (up to `concurrency`), one record per key at
+a time, in offset order. A partition's offset is committed up to the first record not finished,
+and a record is finished only once its key's new state is in `<name>-state`: a copy killed at
+any moment redelivers only what it had not finished, and the key states it wrote move with
+their partition to the next owner.
+
+One poll thread talks to the Kafka consumer (its rebalance callbacks run there and wait for the
+event loop to drain the revoked partitions); everything else runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
+from app.consumer.members import Member, decode_member
+from app.consumer.model import ConsumerSettings, Handler, Message
+from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
+from app.consumer.throttle import Sample, Throttle
+from app.crashpoints import crash_point
+from app.errors import ConfigError, HubstreamError
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.producing import AsyncProducer
+from app.kafka.reading import read_from
+from app.subscription.errors import UndecodableMessage
+from app.subscription.records import decode_internal
+from app.subscription.state import GroupState
+
+__all__ = ["ConsumerStats", "KafkaQueues", "KafkaStateLog", "KeyedConsumer", "ensure_topics"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+TP = tuple[str, int]
+
+
+def ensure_topics(settings: ConsumerSettings) -> int:
+    """Create the consumer's own topics (same partition count as the source); the count."""
+    admin = KafkaAdmin(settings.bootstrap)
+    partitions = admin.topics().get(settings.topic)
+    if partitions is None:
+        raise ConfigError(f"topic {settings.topic!r} does not exist on {settings.bootstrap}")
+    compacted = {"cleanup.policy": "compact"}
+    admin.ensure(
+        [
+            TopicSpec(settings.retry_topic, partitions),
+            TopicSpec(settings.dlq_topic, partitions),
+            TopicSpec(settings.state_topic, partitions, compacted),
+            TopicSpec(settings.members_topic, 1, compacted),
+        ]
+    )
+    found = admin.topics()
+    for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic):
+        if found.get(own) != partitions:
+            raise ConfigError(
+                f"{own} has {found.get(own)} partitions, {settings.topic} has {partitions}: they must match"
+            )
+    return partitions
+
+
+class KafkaStateLog:
+    """Key states of the owned partitions, in memory, written through to `<name>-state`
+    (partition = the source partition, key = the ordering key)."""
+
+    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
+        self.settings = settings
+        self.producer = producer
+        self._states: dict[int, dict[str, GroupState]] = {}
+
+    def load(self, partitions: list[int]) -> None:
+        """Read the partitions' newest states (blocking: run it in a thread)."""
+        loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
+        starts = {(self.settings.state_topic, p): 0 for p in partitions}
+        for msg in read_from(self.settings.bootstrap, starts):
+            key = (msg.key() or b"").decode("utf-8", "replace")
+            if msg.value() is None:
+                loaded[msg.partition()].pop(key, None)
+                continue
+            loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
+        self._states.update(loaded)
+
+    def forget(self, partitions: set[int]) -> None:
+        for p in partitions:
+            self._states.pop(p, None)
+
+    def get(self, partition: int, key: str) -> GroupState | None:
+        return self._states.get(partition, {}).get(key)
+
+    async def put(self, partition: int, key: str, state: GroupState) -> None:
+        crash_point("consumer.state.write")
+        value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
+        await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
+        self._states.setdefault(partition, {})[key] = state
+
+    def keys(self, partition: int) -> int:
+        return len(self._states.get(partition, {}))
+
+
+class KafkaQueues:
+    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
+        self.settings = settings
+        self.producer = producer
+
+    async def to_retry(self, work: Work, headers: Any) -> int:
+        delivered = await self.producer.send(
+            self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
+        )
+        crash_point(
+            "consumer.retry.confirmed"
+        )  # the copy is in the retry topic; the key's state does not say so
+        return delivered.offset
+
+    async def to_dlq(self, work: Work, headers: Any) -> int:
+        delivered = await self.producer.send(
+            self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
+        )
+        crash_point("consumer.dlq.confirmed")
+        return delivered.offset
+
+
+@dataclass
+class ConsumerStats:
+    delivered: int = 0
+    filtered: int = 0
+    retrying: int = 0
+    sidelined: int = 0
+    dead_lettered: int = 0
+    skipped: int = 0
+    attempts: int = 0  # handler calls
+    failures: int = 0  # handler calls that raised
+    write_failures: int = 0  # retry/DLQ/state writes that failed and were tried again
+    in_flight: int = 0
+    max_in_flight: int = 0
+    abandoned: int = 0  # handlers still running when their partition was revoked
+
+    def count(self, outcome: Outcome) -> None:
+        setattr(self, outcome.value, getattr(self, outcome.value) + 1)
+
+
+class _Counted:
+    """The handler as the copy calls it: counts attempts, failures and calls in flight."""
+
+    def __init__(self, handler: Handler, stats: ConsumerStats) -> None:
+        self.handler = handler
+        self.stats = stats
+
+    async def __call__(self, message: Message) -> None:
+        stats = self.stats
+        stats.attempts += 1
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            await self.handler(message)
+        except Exception:
+            stats.failures += 1
+            raise
+        finally:
+            stats.in_flight -= 1
+
+
+class KeyedConsumer:
+    def __init__(self, settings: ConsumerSettings, handler: Handler, *, member_id: str | None = None) -> None:
+        self.settings = settings
+        self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.stats = ConsumerStats()
+        self._handler = _Counted(handler, self.stats)
+        self._stop = threading.Event()
+        self._started_ms = int(time.time() * 1000)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._consumer: Consumer | None = None
+        self._owned: set[int] = set()
+        self._trackers: dict[TP, OffsetTracker] = {}
+        self._committed: dict[TP, int] = {}
+        self._lanes: KeyLanes[tuple[int, str], tuple[Work, TP]] = KeyLanes()
+        self._lane_tasks: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self._retry_wait: dict[int, deque[tuple[Work, TP]]] = {}
+        self._retry_paused: set[int] = set()
+        self._retry_arrived = asyncio.Event()
+        self._buffered = 0
+        self._throttle = Throttle(settings.throttle) if settings.throttle else None
+        self._next_start = 0.0
+        self.partitions = 0
+        self._highs: dict[TP, int] = {}  # high watermarks, as the poll thread last saw them
+        self.ready = asyncio.Event()  # set once the copy owns partitions (or saw an empty assignment)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        s = self.settings
+        self._loop = asyncio.get_running_loop()
+        self.partitions = await asyncio.to_thread(ensure_topics, s)
+        if s.global_in_flight is not None and s.global_in_flight < self.partitions:
+            raise ConfigError(
+                f"global_in_flight={s.global_in_flight} is below the {self.partitions} partitions of "
+                f"{s.topic}: every partition needs a share of at least 1"
+            )
+        shares = partition_shares(s.global_in_flight, self.partitions) if s.global_in_flight else None
+        self._shares = [asyncio.Semaphore(n) for n in shares] if shares else None
+        self._limit = asyncio.Semaphore(s.concurrency)
+        self._producer = AsyncProducer(s.bootstrap, name=s.name)
+        self._states = KafkaStateLog(s, self._producer)
+        self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer))
+        consumer = Consumer(
+            {
+                "bootstrap.servers": s.bootstrap,
+                "group.id": s.name,
+                "client.id": self.member_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": int(s.session_timeout_s * 1000),
+                "heartbeat.interval.ms": max(100, int(s.session_timeout_s * 1000 / 6)),
+                "max.poll.interval.ms": int(max(s.session_timeout_s, s.revoke_timeout_s * 2) * 1000),
+            }
+        )
+        self._consumer = consumer
+        consumer.subscribe(
+            [s.topic, s.retry_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        helpers = [
+            asyncio.create_task(self._commit_loop()),
+            asyncio.create_task(self._retry_loop()),
+            asyncio.create_task(self._heartbeat_loop()),
+        ]
+        if self._throttle is not None:
+            helpers.append(asyncio.create_task(asyncio.to_thread(self._read_members)))
+        poll = asyncio.ensure_future(asyncio.to_thread(self._poll_loop, consumer))
+        try:
+            await asyncio.shield(poll)
+        except asyncio.CancelledError:
+            self._stop.set()
+            await poll  # the loop serves the revoke drain while the poll thread closes the consumer
+            raise
+        finally:
+            self._stop.set()
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._leave()
+            await self._producer.close()
+
+    async def _leave(self) -> None:
+        try:
+            await self._producer.send(self.settings.members_topic, 0, self.member_id.encode(), None)
+        except HubstreamError as exc:
+            log.info("%s: members tombstone not written: %s", self.member_id, exc)
+
+    # -- poll thread -----------------------------------------------------------------------------
+    def _poll_loop(self, consumer: Consumer) -> None:
+        loop = self._loop
+        assert loop is not None
+        paused: set[TP] = set()
+        highs_at = 0.0
+        try:
+            while not self._stop.is_set():
+                paused = self._apply_flow(consumer, paused)
+                msgs = consumer.consume(1000, 0.1)
+                if msgs:
+                    loop.call_soon_threadsafe(self._admit_batch, msgs)
+                if time.monotonic() - highs_at > 1.0:
+                    highs_at = time.monotonic()
+                    self._highs = _high_watermarks(consumer)
+        finally:
+            consumer.close()  # runs _on_revoke: the loop drains and commits what is finished
+
+    def _apply_flow(self, consumer: Consumer, paused: set[TP]) -> set[TP]:
+        """Pause everything while the buffer is full; retry partitions while their head waits."""
+        s = self.settings
+        owned = [(t.topic, t.partition) for t in consumer.assignment()]
+        full = self._buffered >= s.buffered
+        want = {tp for tp in owned if full or (tp[0] == s.retry_topic and tp[1] in self._retry_paused)}
+        if want - paused:
+            consumer.pause([TopicPartition(t, p) for t, p in want - paused])
+        if paused - want:
+            consumer.resume([TopicPartition(t, p) for t, p in (paused - want) if (t, p) in set(owned)])
+        return want
+
+    def _in_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mains = sorted(tp.partition for tp in partitions if tp.topic == self.settings.topic)
+        self._in_loop(self._assign(mains))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        offsets = self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
+        if offsets:
+            crash_point("consumer.offsets.commit")
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                )
+            except KafkaException as exc:
+                log.info("%s: commit at revoke failed (the next owner redelivers): %s", self.member_id, exc)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
+
+    # -- event loop: ownership -------------------------------------------------------------------
+    async def _assign(self, mains: list[int]) -> None:
+        await asyncio.to_thread(self._states.load, mains)
+        self._owned.update(mains)
+        log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.topic)
+        self.ready.set()
+
+    async def _revoke(self, tps: list[TP]) -> dict[TP, int]:
+        mains = {p for t, p in tps if t == self.settings.topic}
+        self._owned -= mains
+        tasks = [t for lane, t in self._lane_tasks.items() if lane[0] in mains]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.revoke_timeout_s)
+            for task in pending:
+                task.cancel()
+            self.stats.abandoned += len(pending)
+            if pending:
+                await asyncio.wait(pending)
+        offsets = {}
+        for tp in tps:
+            tracker = self._trackers.pop(tp, None)
+            if tracker is not None and tracker.committable > self._committed.get(tp, -1):
+                offsets[tp] = tracker.committable
+            self._committed.pop(tp, None)
+        for p in mains:
+            for _work, _tp in self._retry_wait.pop(p, deque()):
+                self._buffered -= 1
+            self._retry_paused.discard(p)
+        self._states.forget(mains)
+        return offsets
+
+    # -- event loop: records ---------------------------------------------------------------------
+    def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
+        s = self.settings
+        for msg in msgs:
+            if msg.error() is not None:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("%s: %s", self.member_id, msg.error())
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if partition not in self._owned:
+                continue  # read before its partition was revoked
+            tp = (topic, partition)
+            tracker = self._trackers.get(tp)
+            if tracker is None:
+                tracker = self._trackers[tp] = OffsetTracker(offset)
+            tracker.read(offset)
+            record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
+            self._buffered += 1
+            if topic == s.topic:
+                self._admit(self._main_work(record), tp)
+            else:
+                self._retry_wait.setdefault(partition, deque()).append((self._retry_work(record), tp))
+                self._retry_arrived.set()
+
+    def _main_work(self, record: Record) -> Work:
+        probe = Message(
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            "",
+            record.value,
+            dict(record.headers),
+            1,
+            "",
+        )
+        try:
+            key = self.settings.key_of(probe)
+        except Exception as exc:  # a user's key function failing on bad data: the record goes to DLQ
+            return Work(record, record.partition, "", undecodable=f"ordering key failed: {exc!r}")
+        return Work(record, record.partition, key)
+
+    def _retry_work(self, record: Record) -> Work:
+        try:
+            meta = decode_internal(record.headers)
+        except UndecodableMessage as exc:
+            return Work(record, record.partition, "", undecodable=str(exc))
+        key = dict(record.headers).get(KEY_HEADER, b"").decode("utf-8", "replace")
+        return Work(record, record.partition, key, meta)
+
+    def _admit(self, work: Work, tp: TP) -> None:
+        if self._lanes.add(work.lane, (work, tp)):
+            self._lane_tasks[work.lane] = asyncio.create_task(self._run_lane(work, tp))
+
+    async def _retry_loop(self) -> None:
+        """Admit retry copies whose time has come, in the retry partition's order."""
+        while True:
+            now_ms = time.time() * 1000
+            wait_s = 0.2
+            for p, waiting in self._retry_wait.items():
+                while waiting and (waiting[0][0].meta is None or waiting[0][0].meta.due_ms <= now_ms):
+                    self._admit(*waiting.popleft())
+                meta = waiting[0][0].meta if waiting else None
+                if meta is not None:
+                    self._retry_paused.add(p)
+                    wait_s = min(wait_s, max(0.0, (meta.due_ms - now_ms) / 1000))
+                else:
+                    self._retry_paused.discard(p)
+            self._retry_arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._retry_arrived.wait(), timeout=wait_s)
+
+    async def _run_lane(self, work: Work, tp: TP) -> None:
+        lane = work.lane
+        item: tuple[Work, TP] | None = (work, tp)
+        try:
+            while item is not None:
+                work, tp = item
+                if work.partition not in self._owned:
+                    self._buffered -= 1 + self._lanes.drop({lane})
+                    break
+                await self._run_one(work)
+                self._buffered -= 1
+                tracker = self._trackers.get(tp)
+                if tracker is not None:
+                    tracker.finish(work.record.offset)
+                item = self._lanes.done(lane)
+        except asyncio.CancelledError:
+            self._buffered -= 1 + self._lanes.drop({lane})
+            raise
+        finally:
+            self._lane_tasks.pop(lane, None)
+
+    async def _run_one(self, work: Work) -> None:
+        share = self._shares[work.partition] if self._shares is not None else None
+        delay = 0.05
+        while True:
+            async with self._limit:
+                if share is not None:
+                    await share.acquire()
+                try:
+                    await self._gate()
+                    outcome = await self._engine.run(work)
+                    self.stats.count(outcome)
+                    return
+                except Exception as exc:  # a retry/DLQ/state write failed: the same record again
+                    self.stats.write_failures += 1
+                    log.warning("%s: %s[%d]@%d: %r; trying again", self.member_id, *_at(work), exc)
+                finally:
+                    if share is not None:
+                        share.release()
+            if work.partition not in self._owned:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _gate(self) -> None:
+        """While the group's failure rate is above the policy's, space this copy's starts out."""
+        throttle = self._throttle
+        if throttle is None or not throttle.active(time.time()):
+            return
+        spacing = throttle.copies() / throttle.policy.throttled_per_s
+        now = time.monotonic()
+        start = max(now, self._next_start)
+        self._next_start = start + spacing
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    # -- event loop: periodic --------------------------------------------------------------------
+    async def _commit_loop(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        while True:
+            await asyncio.sleep(self.settings.commit_interval_s)
+            offsets = {
+                tp: t.committable
+                for tp, t in self._trackers.items()
+                if tp[1] in self._owned and t.committable > self._committed.get(tp, -1)
+            }
+            if not offsets:
+                continue
+            crash_point("consumer.offsets.commit")
+            try:
+                await asyncio.to_thread(
+                    consumer.commit,
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    asynchronous=False,
+                )
+            except KafkaException as exc:
+                log.info("%s: commit not taken (a rebalance?): %s", self.member_id, exc)
+                continue
+            self._committed.update(offsets)
+
+    def heartbeat(self) -> Member:
+        lag = 0
+        for tp, tracker in list(self._trackers.items()):
+            lag += max(0, self._highs.get(tp, 0) - tracker.committable)
+        st = self.stats
+        return Member(
+            member=self.member_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_ms=self._started_ms,
+            at_ms=int(time.time() * 1000),
+            heartbeat_s=self.settings.heartbeat_s,
+            partitions=sorted(self._owned),
+            in_flight=st.in_flight,
+            buffered=self._buffered,
+            attempts=st.attempts,
+            failures=st.failures,
+            delivered=st.delivered,
+            dead_lettered=st.dead_lettered,
+            lag=lag,
+            throttled=self._throttle is not None and self._throttle.active(time.time()),
+        )
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            member = self.heartbeat()
+            if self._throttle is not None:
+                self._throttle.observe(
+                    member.member, Sample(member.at_ms / 1000, member.attempts, member.failures)
+                )
+            try:
+                await self._producer.send(
+                    self.settings.members_topic, 0, self.member_id.encode(), member.encode()
+                )
+            except HubstreamError as exc:
+                log.info("%s: heartbeat not written: %s", self.member_id, exc)
+            await asyncio.sleep(self.settings.heartbeat_s)
+
+    def _read_members(self) -> None:
+        """Other copies' heartbeats, for the throttle (a thread: the members partition from its end)."""
+        reader = Consumer(
+            {"bootstrap.servers": self.settings.bootstrap, "group.id": f"{self.settings.name}-members-reader"}
+        )
+        try:
+            reader.assign([TopicPartition(self.settings.members_topic, 0, OFFSET_END)])
+            while not self._stop.is_set():
+                msg = reader.poll(0.2)
+                if msg is None or msg.error() is not None or self._throttle is None:
+                    continue
+                key = (msg.key() or b"").decode("utf-8", "replace")
+                value = msg.value()
+                member = decode_member(value) if value is not None else None
+                if member is None:
+                    self._call_in_loop(self._throttle.forget, key)
+                elif member.member != self.member_id:
+                    sample = Sample(member.at_ms / 1000, member.attempts, member.failures)
+                    self._call_in_loop(self._throttle.observe, member.member, sample)
+        finally:
+            reader.close()
+
+    def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(fn, *args)
+
+
+def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
+    """Cached high watermarks of the assigned partitions (poll thread only: consumer calls from
+    the event loop could wait on a rebalance callback that waits on the loop)."""
+    highs = {}
+    for tp in consumer.assignment():
+        try:
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+        except KafkaException:
+            continue
+        if high >= 0:
+            highs[(tp.topic, tp.partition)] = high
+    return highs
+
+
+def _at(work: Work) -> tuple[str, int, int]:
+    return work.record.topic, work.record.partition, work.record.offset

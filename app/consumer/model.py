@@ -1,0 +1,154 @@
+"""What a user of the consumer library writes against: the settings of one consumer, the message
+its handler receives, the handler's Protocol and the two errors a handler raises on purpose.
+
+Pure values; `app.consumer.kafka` runs them against the broker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.errors import HubstreamError, InvalidInput
+from app.subscription.model import OnDlq, RetryPolicy
+
+__all__ = [
+    "ConsumerSettings",
+    "Filter",
+    "Handler",
+    "KeyOf",
+    "Message",
+    "OnDlq",
+    "PermanentError",
+    "RetriableError",
+    "RetryPolicy",
+    "ThrottlePolicy",
+    "key_from_header",
+    "record_key",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One record handed to a handler. `message_id` (`topic-partition-offset` of the source) is
+    the same on every attempt; `attempt` is 1 on the first."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    ordering_key: str
+    value: bytes | None
+    headers: Mapping[str, bytes]
+    attempt: int
+    message_id: str
+
+
+class Handler(Protocol):
+    async def __call__(self, message: Message, /) -> None: ...
+
+
+KeyOf = Callable[[Message], str]
+"""Ordering key of a record: messages with the same key run one at a time, in offset order."""
+Filter = Callable[[Message], bool]
+"""False: the message is done without calling the handler."""
+
+
+def record_key(message: Message) -> str:
+    """The default ordering key: the record key (records without one share the key "")."""
+    return (message.key or b"").decode("utf-8", "replace")
+
+
+def key_from_header(name: str) -> KeyOf:
+    """Ordering key from a header (records without it fall back to the record key)."""
+
+    def key_of(message: Message) -> str:
+        value = message.headers.get(name)
+        return record_key(message) if value is None else value.decode("utf-8", "replace")
+
+    return key_of
+
+
+class RetriableError(HubstreamError):
+    """Raised by a handler: try this message again later (per the retry policy), keeping its key's
+    later messages behind it. Any other exception counts as retriable too."""
+
+    retriable = True
+
+
+class PermanentError(HubstreamError):
+    """Raised by a handler: this message will never succeed; dead-letter it now."""
+
+    retriable = False
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottlePolicy:
+    """Slow every copy down while the failure rate across all copies, over `window_s`, is above
+    `error_rate` (with at least `min_attempts` attempts in the window): each copy then starts at
+    most `throttled_per_s / live copies` messages per second."""
+
+    error_rate: float = 0.5
+    window_s: float = 10.0
+    min_attempts: int = 20
+    throttled_per_s: float = 50.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.error_rate <= 1:
+            raise InvalidInput("throttle error_rate must be in (0, 1]")
+        if self.window_s <= 0 or self.throttled_per_s <= 0 or self.min_attempts < 1:
+            raise InvalidInput("throttle window_s, throttled_per_s and min_attempts must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """One consumer, the same in every copy. `name` is the Kafka consumer group and the prefix of
+    its own topics: `<name>-retry`, `<name>-dlq`, `<name>-state` (compacted), `<name>-members`."""
+
+    name: str
+    topic: str
+    bootstrap: str
+    key_of: KeyOf = record_key
+    concurrency: int = 64  # messages in flight in this copy (one per key at a time)
+    buffered: int = 10_000  # records read ahead of the handler in this copy
+    global_in_flight: int | None = None  # across all copies; split over the topic's partitions
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    on_dlq: OnDlq = OnDlq.BLOCK_GROUP
+    filter: Filter | None = None
+    throttle: ThrottlePolicy | None = None
+    commit_interval_s: float = 1.0
+    heartbeat_s: float = 2.0
+    session_timeout_s: float = 6.0
+    revoke_timeout_s: float = 5.0  # handlers of revoked partitions still running then are abandoned
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise InvalidInput(f"consumer name {self.name!r}: use 1-121 of A-Z a-z 0-9 _ . -")
+        if not self.topic:
+            raise InvalidInput("consumer topic is empty")
+        if self.concurrency < 1 or self.buffered < 1:
+            raise InvalidInput("concurrency and buffered must be at least 1")
+        if self.global_in_flight is not None and self.global_in_flight < 1:
+            raise InvalidInput("global_in_flight must be at least 1")
+        if min(self.commit_interval_s, self.heartbeat_s, self.session_timeout_s, self.revoke_timeout_s) <= 0:
+            raise InvalidInput("intervals and timeouts must be positive")
+
+    @property
+    def retry_topic(self) -> str:
+        return f"{self.name}-retry"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.name}-dlq"
+
+    @property
+    def state_topic(self) -> str:
+        return f"{self.name}-state"
+
+    @property
+    def members_topic(self) -> str:
+        return f"{self.name}-members"
