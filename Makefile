@@ -25,8 +25,8 @@ run: install
 	$(BIN)/hubstream run
 
 lint: install
-	$(BIN)/ruff check app agents tables spark_ingest tests bench
-	$(BIN)/ruff format --check app agents tables spark_ingest tests bench
+	$(BIN)/ruff check app agents tables spark_ingest tests bench examples
+	$(BIN)/ruff format --check app agents tables spark_ingest tests bench examples
 	$(BIN)/mypy
 
 test: install lint

@@ -45,7 +45,8 @@ class OffsetTracker:
 
     @property
     def open(self) -> int:
-        return len(self._open)
+        """Read and not finished."""
+        return len(self._open) - len(self._finished)
 
 
 K = TypeVar("K", bound=Hashable)

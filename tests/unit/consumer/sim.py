@@ -1,0 +1,158 @@
+"""A copy of a library consumer simulated on one partition, through the real Engine, OffsetTracker
+and KeyLanes, with crashes at the writes the adapter names as crash points.
+
+The world keeps what survives a crash: the main log, the retry and DLQ topics, the key states
+(`MemoryStateLog`) and the committed offsets. An incarnation reads both topics from the committed
+offsets and runs keys in an order a seeded random scheduler picks; it commits after every
+finished record (the earliest the adapter could). A crash at write N raises out of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+
+from app.consumer.engine import KEY_HEADER, Engine, Record, Work
+from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetryPolicy
+from app.consumer.progress import KeyLanes, OffsetTracker
+from app.subscription.records import decode_internal
+
+OK, RETRY, FATAL = "ok", "retry", "fatal"
+TOPIC = "orders"
+
+
+class Crash(Exception):
+    """The process died at a crash point."""
+
+
+@dataclass
+class World:
+    main: list[tuple[str, int]]  # (key, value) in offset order
+    answers: dict[tuple[int, int], str]  # (value, attempt) -> OK | RETRY | FATAL (default OK)
+    crash_at: set[int] = field(default_factory=set)  # crash-point hits that kill the copy
+    hits: int = 0
+    states: MemoryStateLog = field(default_factory=MemoryStateLog)
+    queues: MemoryQueues = field(default_factory=MemoryQueues)
+    committed_main: int = 0
+    committed_retry: int = 0
+    handled: list[tuple[str, int]] = field(default_factory=list)  # successful handler calls
+    crashes: int = 0
+
+    def point(self) -> None:
+        self.hits += 1
+        if self.hits in self.crash_at:
+            raise Crash(f"crash at hit {self.hits}")
+
+    @property
+    def retry_log(self) -> list[tuple[Work, dict[str, bytes]]]:
+        return self.queues.retry.setdefault(0, [])
+
+    @property
+    def dlq_log(self) -> list[tuple[Work, dict[str, bytes]]]:
+        return self.queues.dlq.setdefault(0, [])
+
+
+class _States(MemoryStateLog):
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def get(self, partition: int, key: str):  # type: ignore[no-untyped-def]
+        return self.world.states.get(partition, key)
+
+    async def put(self, partition: int, key: str, state) -> None:  # type: ignore[no-untyped-def]
+        self.world.point()  # consumer.state.write: before the write
+        await self.world.states.put(partition, key, state)
+
+
+class _Queues(MemoryQueues):
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def to_retry(self, work, headers) -> int:  # type: ignore[no-untyped-def]
+        offset = await self.world.queues.to_retry(work, headers)
+        self.world.point()  # consumer.retry.confirmed
+        return offset
+
+    async def to_dlq(self, work, headers) -> int:  # type: ignore[no-untyped-def]
+        offset = await self.world.queues.to_dlq(work, headers)
+        self.world.point()  # consumer.dlq.confirmed
+        return offset
+
+
+def settings(on_dlq: OnDlq) -> ConsumerSettings:
+    return ConsumerSettings(
+        name="sim",
+        topic=TOPIC,
+        bootstrap="-",
+        retry=RetryPolicy(max_attempts=3, min_backoff_s=0),
+        on_dlq=on_dlq,
+    )
+
+
+async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random) -> None:
+    async def handle(message: Message) -> None:
+        value = int(message.value or b"0")
+        answer = world.answers.get((value, message.attempt), OK)
+        if answer == RETRY:
+            raise RuntimeError(f"transient {value}")
+        if answer == FATAL:
+            raise PermanentError(f"fatal {value}")
+        world.handled.append((message.ordering_key, value))
+
+    engine = Engine(settings(on_dlq), handle, _States(world), _Queues(world), clock=lambda: 0.0)
+    trackers = {"main": OffsetTracker(world.committed_main), "retry": OffsetTracker(world.committed_retry)}
+    next_read = {"main": world.committed_main, "retry": world.committed_retry}
+    lanes: KeyLanes[str, tuple[str, Work]] = KeyLanes()
+    ready: list[tuple[str, Work]] = []
+    while True:
+        moves: list[str] = []
+        if next_read["main"] < len(world.main):
+            moves.append("main")
+        if next_read["retry"] < len(world.retry_log):
+            moves.append("retry")
+        if ready:
+            moves.append("run")
+        if not moves:
+            return
+        move = rng.choice(moves)
+        if move in ("main", "retry"):
+            offset = next_read[move]
+            next_read[move] += 1
+            trackers[move].read(offset)
+            work = _work(world, move, offset)
+            if lanes.add(work.ordering_key, (move, work)):
+                ready.append((move, work))
+            continue
+        source, work = ready.pop(rng.randrange(len(ready)))
+        await engine.run(work)
+        trackers[source].finish(work.record.offset)
+        nxt = lanes.done(work.ordering_key)
+        if nxt is not None:
+            ready.append(nxt)
+        world.point()  # consumer.offsets.commit
+        world.committed_main = trackers["main"].committable
+        world.committed_retry = trackers["retry"].committable
+
+
+def _work(world: World, source: str, offset: int) -> Work:
+    if source == "main":
+        key, value = world.main[offset]
+        return Work(Record(TOPIC, 0, offset, key.encode(), str(value).encode()), 0, key)
+    copy, headers = world.retry_log[offset]
+    record = Record(f"{TOPIC}-retry", 0, offset, copy.record.key, copy.record.value, tuple(headers.items()))
+    return Work(record, 0, headers[KEY_HEADER].decode(), decode_internal(record.headers))
+
+
+def run(world: World, on_dlq: OnDlq, seed: int, max_crashes: int = 5) -> World:
+    """Incarnations until one finishes; each crash restarts from what survived."""
+    rng = random.Random(seed)
+    while True:
+        try:
+            asyncio.run(_incarnation(world, on_dlq, rng))
+            return world
+        except Crash:
+            world.crashes += 1
+            if world.crashes > max_crashes:
+                raise
