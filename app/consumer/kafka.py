@@ -241,7 +241,6 @@ class KeyedConsumer:
             on_lost=self._on_lost,
         )
         helpers = [
-            asyncio.create_task(self._commit_loop()),
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
         ]
@@ -273,7 +272,7 @@ class KeyedConsumer:
         loop = self._loop
         assert loop is not None
         paused: set[TP] = set()
-        highs_at = 0.0
+        highs_at = committed_at = time.monotonic()
         try:
             while not self._stop.is_set():
                 paused = self._apply_flow(consumer, paused)
@@ -283,8 +282,15 @@ class KeyedConsumer:
                 if time.monotonic() - highs_at > 1.0:
                     highs_at = time.monotonic()
                     self._highs = _high_watermarks(consumer)
+                if time.monotonic() - committed_at >= self.settings.commit_interval_s:
+                    committed_at = time.monotonic()
+                    self._commit(consumer, self._in_loop(self._to_commit()))
+            # Leaving: drain and commit here (close() does not always hand the partitions back
+            # through the revoke callback first, and the next owner would redo what finished).
+            owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
+            self._commit(consumer, self._in_loop(self._revoke(owned)))
         finally:
-            consumer.close()  # runs _on_revoke: the loop drains and commits what is finished
+            consumer.close()
 
     def _apply_flow(self, consumer: Consumer, paused: set[TP]) -> set[TP]:
         """Pause everything while the buffer is full; retry partitions while their head waits."""
@@ -307,15 +313,27 @@ class KeyedConsumer:
         self._in_loop(self._assign(mains))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        offsets = self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
-        if offsets:
+        self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
+
+    def _commit(self, consumer: Consumer, offsets: dict[TP, int]) -> None:
+        """Commit on the poll thread only: commits and rebalances then never overlap, and an
+        older commit can never land after a newer one."""
+        if not offsets:
+            return
+        try:
             crash_point("consumer.offsets.commit")
-            try:
-                consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-                )
-            except KafkaException as exc:
-                log.info("%s: commit at revoke failed (the next owner redelivers): %s", self.member_id, exc)
+            answer = consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+            )
+        except (KafkaException, HubstreamError) as exc:
+            log.info("%s: commit not taken (a rebalance?; redelivered then): %s", self.member_id, exc)
+            return
+        refused = {(tp.topic, tp.partition) for tp in answer or () if tp.error is not None}
+        if refused:
+            log.info("%s: commit of %s refused (redelivered then)", self.member_id, sorted(refused))
+        taken = {tp: o for tp, o in offsets.items() if tp not in refused}
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._committed.update, taken)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
@@ -329,15 +347,19 @@ class KeyedConsumer:
 
     async def _revoke(self, tps: list[TP]) -> dict[TP, int]:
         mains = {p for t, p in tps if t == self.settings.topic}
-        self._owned -= mains
+        # Finish what was read of these partitions, the records waiting behind a busy key too:
+        # a record left undone holds the commit below every later record that finished, and the
+        # next owner would handle those again. Past revoke_timeout_s the rest is abandoned.
         tasks = [t for lane, t in self._lane_tasks.items() if lane[0] in mains]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self.settings.revoke_timeout_s)
+            self._owned -= mains
             for task in pending:
                 task.cancel()
             self.stats.abandoned += len(pending)
             if pending:
                 await asyncio.wait(pending)
+        self._owned -= mains
         offsets = {}
         for tp in tps:
             tracker = self._trackers.pop(tp, None)
@@ -480,29 +502,12 @@ class KeyedConsumer:
             await asyncio.sleep(start - now)
 
     # -- event loop: periodic --------------------------------------------------------------------
-    async def _commit_loop(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        while True:
-            await asyncio.sleep(self.settings.commit_interval_s)
-            offsets = {
-                tp: t.committable
-                for tp, t in self._trackers.items()
-                if tp[1] in self._owned and t.committable > self._committed.get(tp, -1)
-            }
-            if not offsets:
-                continue
-            crash_point("consumer.offsets.commit")
-            try:
-                await asyncio.to_thread(
-                    consumer.commit,
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                    asynchronous=False,
-                )
-            except KafkaException as exc:
-                log.info("%s: commit not taken (a rebalance?): %s", self.member_id, exc)
-                continue
-            self._committed.update(offsets)
+    async def _to_commit(self) -> dict[TP, int]:
+        return {
+            tp: t.committable
+            for tp, t in self._trackers.items()
+            if tp[1] in self._owned and t.committable > self._committed.get(tp, -1)
+        }
 
     def heartbeat(self) -> Member:
         lag = 0

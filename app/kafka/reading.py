@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
 
-__all__ = ["read_from", "read_to_end"]
+__all__ = ["read_caught_up", "read_from", "read_to_end"]
 
 
 def read_to_end(
@@ -66,5 +66,46 @@ def read_from(
                     raise ServiceUnavailable(f"{topic}[{partition}]: {msg.error()}")
                 position = msg.offset() + 1
                 yield msg
+    finally:
+        consumer.close()
+
+
+def read_caught_up(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterator[Message]:
+    """Every record of `topic` from offset 0 until each partition reports its end, or hands over a
+    record written after the read began: for topics written to all the time (heartbeats), where
+    a fixed end offset taken first may never come into view; ServiceUnavailable past `timeout_s`."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "hubstream-read-to-end",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,  # an empty fetch (the end) comes back before the next write
+        }
+    )
+    started_ms = int(time.time() * 1000)
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return
+        waiting = set(meta.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in waiting])
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"{topic}: partitions {sorted(waiting)} not read to their end")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise ServiceUnavailable(f"{topic}[{msg.partition()}]: {msg.error()}")
+                waiting.discard(msg.partition())
+                continue
+            if msg.partition() not in waiting:
+                continue
+            yield msg
+            if msg.timestamp()[1] >= started_ms:  # written after the read began: caught up
+                waiting.discard(msg.partition())
     finally:
         consumer.close()
