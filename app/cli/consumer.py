@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from app import crashpoints
 from app.cli.common import HubstreamGroup, echo_json
 from app.consumer import (
     ConsumerSettings,
@@ -105,6 +106,7 @@ def run(
         if throttle_error_rate is not None
         else None,
     )
+    crashpoints.arm(get_settings().crash_at)  # fault injection for crash tests; nothing when unset
     stats = run_forever(settings, load_callable(handler))
     echo_json(vars(stats))
 

@@ -34,6 +34,7 @@ from confluent_kafka import Message as KafkaMessage
 from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message
+from app.consumer.orphans import adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
 from app.consumer.throttle import Sample, Throttle
 from app.crashpoints import crash_point
@@ -42,6 +43,7 @@ from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.subscription.errors import UndecodableMessage
+from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
 from app.subscription.state import GroupState
 
@@ -310,7 +312,9 @@ class KeyedConsumer:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mains = sorted(tp.partition for tp in partitions if tp.topic == self.settings.topic)
-        self._in_loop(self._assign(mains))
+        retry = [TopicPartition(self.settings.retry_topic, p) for p in mains]
+        committed = consumer.committed(retry, timeout=30) if retry else []
+        self._in_loop(self._assign(mains, {tp.partition: max(0, tp.offset) for tp in committed}))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
@@ -339,11 +343,32 @@ class KeyedConsumer:
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
 
     # -- event loop: ownership -------------------------------------------------------------------
-    async def _assign(self, mains: list[int]) -> None:
+    async def _assign(self, mains: list[int], retry_from: dict[int, int]) -> None:
         await asyncio.to_thread(self._states.load, mains)
+        copies = await asyncio.to_thread(self._copies, mains, retry_from)
+        adopted = 0
+        for p, found in copies.items():
+            adopted += await adopt_copies(self._states, p, found)
+        if adopted:
+            log.warning("%s: recorded %d retry/DLQ copies written before a crash", self.member_id, adopted)
         self._owned.update(mains)
         log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.topic)
         self.ready.set()
+
+    def _copies(self, mains: list[int], retry_from: dict[int, int]) -> dict[int, list[Copy]]:
+        """The retry copies not read yet and every DLQ copy of the partitions (blocking)."""
+        s = self.settings
+        found: dict[int, list[Copy]] = {p: [] for p in mains}
+        plan: list[tuple[Queue, dict[tuple[str, int], int]]] = [
+            ("rq", {(s.retry_topic, p): retry_from.get(p, 0) for p in mains}),
+            ("dlq", {(s.dlq_topic, p): 0 for p in mains}),
+        ]
+        for queue, starts in plan:
+            for msg in read_from(s.bootstrap, starts):
+                copy = copy_at(queue, msg.offset(), msg.headers())
+                if copy is not None:
+                    found[msg.partition()].append(copy)
+        return found
 
     async def _revoke(self, tps: list[TP]) -> dict[TP, int]:
         mains = {p for t, p in tps if t == self.settings.topic}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from app.consumer.engine import KEY_HEADER, Engine, Record, Work
 from app.consumer.memory import MemoryQueues, MemoryStateLog
 from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetryPolicy
+from app.consumer.orphans import adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker
 from app.subscription.records import decode_internal
 
@@ -30,7 +31,10 @@ class Crash(Exception):
 @dataclass
 class World:
     main: list[tuple[str, int]]  # (key, value) in offset order
-    answers: dict[tuple[int, int], str]  # (value, attempt) -> OK | RETRY | FATAL (default OK)
+    # (value, nth call of the handler for it, over all incarnations) -> OK | RETRY | FATAL (default
+    # OK): a downstream that failed once may take the message when a replay calls it again
+    answers: dict[tuple[int, int], str]
+    calls: dict[int, int] = field(default_factory=dict)
     crash_at: set[int] = field(default_factory=set)  # crash-point hits that kill the copy
     hits: int = 0
     states: MemoryStateLog = field(default_factory=MemoryStateLog)
@@ -91,17 +95,25 @@ def settings(on_dlq: OnDlq) -> ConsumerSettings:
     )
 
 
-async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random) -> None:
+async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: bool) -> None:
     async def handle(message: Message) -> None:
         value = int(message.value or b"0")
-        answer = world.answers.get((value, message.attempt), OK)
+        world.calls[value] = world.calls.get(value, 0) + 1
+        answer = world.answers.get((value, world.calls[value]), OK)
         if answer == RETRY:
             raise RuntimeError(f"transient {value}")
         if answer == FATAL:
             raise PermanentError(f"fatal {value}")
         world.handled.append((message.ordering_key, value))
 
-    engine = Engine(settings(on_dlq), handle, _States(world), _Queues(world), clock=lambda: 0.0)
+    states = _States(world)
+    engine = Engine(settings(on_dlq), handle, states, _Queues(world), clock=lambda: 0.0)
+    if adopt:  # as the adapter does when it takes the partition: retry from its commit, DLQ whole
+        retry = [copy_at("rq", o, h.items()) for o, (_, h) in enumerate(world.retry_log)][
+            world.committed_retry :
+        ]
+        dlq = [copy_at("dlq", o, h.items()) for o, (_, h) in enumerate(world.dlq_log)]
+        await adopt_copies(states, 0, [c for c in retry + dlq if c is not None])
     trackers = {"main": OffsetTracker(world.committed_main), "retry": OffsetTracker(world.committed_retry)}
     next_read = {"main": world.committed_main, "retry": world.committed_retry}
     lanes: KeyLanes[str, tuple[str, Work]] = KeyLanes()
@@ -145,12 +157,12 @@ def _work(world: World, source: str, offset: int) -> Work:
     return Work(record, 0, headers[KEY_HEADER].decode(), decode_internal(record.headers))
 
 
-def run(world: World, on_dlq: OnDlq, seed: int, max_crashes: int = 5) -> World:
+def run(world: World, on_dlq: OnDlq, seed: int, max_crashes: int = 5, adopt: bool = True) -> World:
     """Incarnations until one finishes; each crash restarts from what survived."""
     rng = random.Random(seed)
     while True:
         try:
-            asyncio.run(_incarnation(world, on_dlq, rng))
+            asyncio.run(_incarnation(world, on_dlq, rng, adopt))
             return world
         except Crash:
             world.crashes += 1

@@ -117,3 +117,21 @@ def test_the_search_catches_a_replayed_retry_copy_delivered_again(monkeypatch: p
     monkeypatch.setattr(engine, "decide_retry", without_skip)
     with pytest.raises(AssertionError, match="out of order"):
         test_one_crash_at_every_point("one key", OnDlq.BLOCK_GROUP)
+
+
+def test_without_adopting_orphaned_copies_a_crash_breaks_order() -> None:
+    """A crash between the broker's confirmation of a retry copy and the state write: the source
+    record is handled again on restart (the downstream may take it this time) and the copy comes
+    out of the retry topic later. Without adoption the search finds the break."""
+    broken = 0
+    for name in SCENARIOS:
+        for seed in SEEDS:
+            hits = run(_world(name), OnDlq.BLOCK_GROUP, seed).hits
+            for n in range(1, hits + 1):
+                world = _world(name)
+                world.crash_at = {n}
+                try:
+                    check(run(world, OnDlq.BLOCK_GROUP, seed, adopt=False), OnDlq.BLOCK_GROUP)
+                except AssertionError:
+                    broken += 1
+    assert broken > 0
