@@ -273,11 +273,11 @@ class KeyedConsumer:
     def _poll_loop(self, consumer: Consumer) -> None:
         loop = self._loop
         assert loop is not None
-        paused: set[TP] = set()
+        flow: tuple[set[TP], set[TP]] = (set(), set())
         highs_at = committed_at = time.monotonic()
         try:
             while not self._stop.is_set():
-                paused = self._apply_flow(consumer, paused)
+                flow = self._apply_flow(consumer, flow)
                 msgs = consumer.consume(1000, 0.1)
                 if msgs:
                     loop.call_soon_threadsafe(self._admit_batch, msgs)
@@ -294,17 +294,20 @@ class KeyedConsumer:
         finally:
             consumer.close()
 
-    def _apply_flow(self, consumer: Consumer, paused: set[TP]) -> set[TP]:
-        """Pause everything while the buffer is full; retry partitions while their head waits."""
+    def _apply_flow(self, consumer: Consumer, last: tuple[set[TP], set[TP]]) -> tuple[set[TP], set[TP]]:
+        """Pause everything while the buffer is full; retry partitions while their head waits.
+        `last`: (owned, paused) as last applied. On a new assignment every partition is set again:
+        a partition paused before a rebalance can come back still paused."""
         s = self.settings
-        owned = [(t.topic, t.partition) for t in consumer.assignment()]
+        owned = {(t.topic, t.partition) for t in consumer.assignment()}
         full = self._buffered >= s.buffered
         want = {tp for tp in owned if full or (tp[0] == s.retry_topic and tp[1] in self._retry_paused)}
-        if want - paused:
-            consumer.pause([TopicPartition(t, p) for t, p in want - paused])
-        if paused - want:
-            consumer.resume([TopicPartition(t, p) for t, p in (paused - want) if (t, p) in set(owned)])
-        return want
+        if (owned, want) != last:
+            if want:
+                consumer.pause([TopicPartition(t, p) for t, p in want])
+            if owned - want:
+                consumer.resume([TopicPartition(t, p) for t, p in owned - want])
+        return owned, want
 
     def _in_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None
@@ -312,11 +315,13 @@ class KeyedConsumer:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mains = sorted(tp.partition for tp in partitions if tp.topic == self.settings.topic)
+        log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
         retry = [TopicPartition(self.settings.retry_topic, p) for p in mains]
         committed = consumer.committed(retry, timeout=30) if retry else []
         self._in_loop(self._assign(mains, {tp.partition: max(0, tp.offset) for tp in committed}))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
         self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
 
     def _commit(self, consumer: Consumer, offsets: dict[TP, int]) -> None:

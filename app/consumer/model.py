@@ -114,7 +114,7 @@ class ConsumerSettings:
     bootstrap: str
     key_of: KeyOf = record_key
     concurrency: int = 64  # messages in flight in this copy (one per key at a time)
-    buffered: int = 10_000  # records read ahead of the handler in this copy
+    buffered: int = 1_000  # records read ahead of the handler in this copy
     global_in_flight: int | None = None  # across all copies; split over the topic's partitions
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     on_dlq: OnDlq = OnDlq.BLOCK_GROUP

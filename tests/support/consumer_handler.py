@@ -7,13 +7,16 @@ for the second message of keys with n % 97 == 5. HS_TEST_DELAY_S: time each call
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 
 from app.consumer import Message, PermanentError, RetriableError
 
-_fd = os.open(os.environ["HS_TEST_OUT"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-_delay_s = float(os.environ.get("HS_TEST_DELAY_S", "0.01"))
+
+@functools.cache
+def _out() -> int:
+    return os.open(os.environ["HS_TEST_OUT"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def transient(key: str) -> bool:
@@ -27,9 +30,9 @@ def permanent(key: str, seq: int) -> bool:
 async def handle(message: Message) -> None:
     key, seq_text = (message.value or b"").decode().split(":")
     seq = int(seq_text)
-    await asyncio.sleep(_delay_s)
+    await asyncio.sleep(float(os.environ.get("HS_TEST_DELAY_S", "0.01")))
     if transient(key) and message.attempt == 1:
         raise RetriableError("try later")
     if permanent(key, seq):
         raise PermanentError("never")
-    os.write(_fd, f"{key} {seq} {message.attempt} {os.getpid()} {time.time_ns()}\n".encode())
+    os.write(_out(), f"{key} {seq} {message.attempt} {os.getpid()} {time.time_ns()}\n".encode())
