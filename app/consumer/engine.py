@@ -128,7 +128,7 @@ class Engine:
             key=rec.key,
             ordering_key=work.ordering_key,
             value=rec.value,
-            headers=dict(user_headers(rec.headers)),
+            headers=dict(user_headers(rec.headers)) if rec.headers else {},
             attempt=(meta.failed_attempts if meta is not None else 0) + 1,
             message_id=message_id(self.settings.topic, partition, offset),
         )

@@ -33,7 +33,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
 from app.consumer.members import Member, decode_member
-from app.consumer.model import ConsumerSettings, Handler, Message
+from app.consumer.model import ConsumerSettings, Handler, Message, record_key
 from app.consumer.orphans import adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
 from app.consumer.throttle import Sample, Throttle
@@ -154,7 +154,10 @@ class ConsumerStats:
     abandoned: int = 0  # handlers still running when their partition was revoked
 
     def count(self, outcome: Outcome) -> None:
-        setattr(self, outcome.value, getattr(self, outcome.value) + 1)
+        if outcome is Outcome.DELIVERED:
+            self.delivered += 1
+        else:
+            setattr(self, outcome.value, getattr(self, outcome.value) + 1)
 
 
 class _Counted:
@@ -196,7 +199,9 @@ class KeyedConsumer:
         self._retry_wait: dict[int, deque[tuple[Work, TP]]] = {}
         self._retry_paused: set[int] = set()
         self._retry_arrived = asyncio.Event()
-        self._buffered = 0
+        self._buffered = 0  # admitted and not finished (event loop)
+        self._posted = 0  # handed to the event loop (poll thread only)
+        self._admitted = 0  # taken in by the event loop (event loop only)
         self._throttle = Throttle(settings.throttle) if settings.throttle else None
         self._next_start = 0.0
         self.partitions = 0
@@ -275,12 +280,23 @@ class KeyedConsumer:
         assert loop is not None
         flow: tuple[set[TP], set[TP]] = (set(), set())
         highs_at = committed_at = time.monotonic()
+        full_since: float | None = None
         try:
             while not self._stop.is_set():
-                flow = self._apply_flow(consumer, flow)
-                msgs = consumer.consume(1000, 0.1)
-                if msgs:
-                    loop.call_soon_threadsafe(self._admit_batch, msgs)
+                # Read ahead up to `buffered` records. A full buffer first just waits (pausing
+                # makes the client drop what it fetched ahead); past a second it pauses, so the
+                # poll loop keeps serving the group however long the handlers take.
+                full = self._buffered + self._posted - self._admitted >= self.settings.buffered
+                full_since = (full_since or time.monotonic()) if full else None
+                full_for = 0.0 if full_since is None else time.monotonic() - full_since
+                flow = self._apply_flow(consumer, flow, full_for > 1.0)
+                if full and full_for <= 1.0:
+                    time.sleep(0.002)
+                else:
+                    msgs = consumer.consume(1000, 0.1)
+                    if msgs:
+                        self._posted += len(msgs)
+                        loop.call_soon_threadsafe(self._admit_batch, msgs)
                 if time.monotonic() - highs_at > 1.0:
                     highs_at = time.monotonic()
                     self._highs = _high_watermarks(consumer)
@@ -294,13 +310,14 @@ class KeyedConsumer:
         finally:
             consumer.close()
 
-    def _apply_flow(self, consumer: Consumer, last: tuple[set[TP], set[TP]]) -> tuple[set[TP], set[TP]]:
+    def _apply_flow(
+        self, consumer: Consumer, last: tuple[set[TP], set[TP]], full: bool
+    ) -> tuple[set[TP], set[TP]]:
         """Pause everything while the buffer is full; retry partitions while their head waits.
         `last`: (owned, paused) as last applied. On a new assignment every partition is set again:
         a partition paused before a rebalance can come back still paused."""
         s = self.settings
         owned = {(t.topic, t.partition) for t in consumer.assignment()}
-        full = self._buffered >= s.buffered
         want = {tp for tp in owned if full or (tp[0] == s.retry_topic and tp[1] in self._retry_paused)}
         if (owned, want) != last:
             if want:
@@ -406,6 +423,7 @@ class KeyedConsumer:
     # -- event loop: records ---------------------------------------------------------------------
     def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
         s = self.settings
+        self._admitted += len(msgs)
         for msg in msgs:
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
@@ -428,6 +446,8 @@ class KeyedConsumer:
                 self._retry_arrived.set()
 
     def _main_work(self, record: Record) -> Work:
+        if self.settings.key_of is record_key:  # the default: no Message built for the key alone
+            return Work(record, record.partition, (record.key or b"").decode("utf-8", "replace"))
         probe = Message(
             record.topic,
             record.partition,
@@ -504,9 +524,9 @@ class KeyedConsumer:
                 if share is not None:
                     await share.acquire()
                 try:
-                    await self._gate()
-                    outcome = await self._engine.run(work)
-                    self.stats.count(outcome)
+                    if self._throttle is not None:
+                        await self._gate()
+                    self.stats.count(await self._engine.run(work))
                     return
                 except Exception as exc:  # a retry/DLQ/state write failed: the same record again
                     self.stats.write_failures += 1

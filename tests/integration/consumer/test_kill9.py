@@ -63,9 +63,7 @@ async def test_scale_out_kill_one_scale_in(kafka: Settings, unique: str, tmp_pat
     duplicates = check_outcome(handled, dead, KEYS, PER_KEY)
     assert sum(len(v) for v in dead.values()) >= expected_dead
     by_copy = {label: copies.handled_by(label) for label in ("a", "b", "c")}
-    print(
-        f"\n{total} records, a -> a,b,c -> kill -9 b -> a,c -> a: handled by {by_copy}, duplicates {duplicates}"
-    )
+    print(f"\n{total} records, 1 -> 3 copies, kill -9 b, 1 copy: by copy {by_copy}, duplicates {duplicates}")
 
 
 POINTS = [

@@ -36,6 +36,10 @@ POINT_ELSEWHERE = {
     "app/batch/atomic.py::atomically": "batch.table.intent_written, then each key's changelog write",
     "tables/batches.py::_write": "batch.table.intent_written before it, batch.table.local_applied after",
     "tables/subscriptions.py::write": "SlotStates.put passes subscription.state.write",
+    "app/kafka/producing.py::send": (
+        "the library consumer's writers name theirs (consumer.retry.confirmed, consumer.dlq.confirmed,"
+        " consumer.state.write)"
+    ),
     "app/composite/producer.py::produce": (
         "the producer's callers name their point (subscription.rq.confirmed, subscription.dlq.confirmed)"
     ),
@@ -65,6 +69,8 @@ NOT_DATA = {
     "app/batch/client.py::delete_estimated": "as above",
     "app/cli/topic.py::produce": "operator CLI: produces records a person typed, answered per record",
     "app/cli/topic.py::body": "as above",
+    "app/consumer/kafka.py::_heartbeat_loop": "a library consumer's heartbeat: member listing and throttle",
+    "app/consumer/kafka.py::_leave": "the heartbeat's tombstone when a copy stops cleanly",
     "app/flow/mainjob.py::mirror_rows": "the run summary's read of the MySQL mirror (DDL and SELECT)",
     "app/flow/mainjob.py::prepare_mirror": (
         "main job set-up before any row of the run exists (DDL; rows of an earlier broker's batches"
