@@ -195,7 +195,10 @@ class KeyedConsumer:
         self._trackers: dict[TP, OffsetTracker] = {}
         self._committed: dict[TP, int] = {}
         self._lanes: KeyLanes[tuple[int, str], tuple[Work, TP]] = KeyLanes()
-        self._lane_tasks: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self._ready: deque[tuple[Work, TP]] = deque()  # heads of lanes, for the next free worker
+        self._idle: deque[asyncio.Future[None]] = deque()  # workers waiting for a lane
+        self._lane_ended = asyncio.Event()
+        self._workers: dict[asyncio.Task[None], tuple[int, str] | None] = {}  # worker -> its lane
         self._retry_wait: dict[int, deque[tuple[Work, TP]]] = {}
         self._retry_paused: set[int] = set()
         self._retry_arrived = asyncio.Event()
@@ -223,7 +226,8 @@ class KeyedConsumer:
             )
         shares = partition_shares(s.global_in_flight, self.partitions) if s.global_in_flight else None
         self._shares = [asyncio.Semaphore(n) for n in shares] if shares else None
-        self._limit = asyncio.Semaphore(s.concurrency)
+        for _ in range(s.concurrency):
+            self._spawn_worker()
         self._producer = AsyncProducer(s.bootstrap, name=s.name)
         self._states = KafkaStateLog(s, self._producer)
         self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer))
@@ -262,6 +266,7 @@ class KeyedConsumer:
             raise
         finally:
             self._stop.set()
+            helpers += list(self._workers)
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -397,16 +402,20 @@ class KeyedConsumer:
         # Finish what was read of these partitions, the records waiting behind a busy key too:
         # a record left undone holds the commit below every later record that finished, and the
         # next owner would handle those again. Past revoke_timeout_s the rest is abandoned.
-        tasks = [t for lane, t in self._lane_tasks.items() if lane[0] in mains]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self.settings.revoke_timeout_s)
-            self._owned -= mains
-            for task in pending:
-                task.cancel()
-            self.stats.abandoned += len(pending)
-            if pending:
-                await asyncio.wait(pending)
-        self._owned -= mains
+        deadline = time.monotonic() + self.settings.revoke_timeout_s
+        while self._lanes.any_of(mains) and time.monotonic() < deadline:
+            self._lane_ended.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lane_ended.wait(), timeout=deadline - time.monotonic())
+        self._owned -= mains  # what still waits is dropped; handlers still running are abandoned
+        stuck = [task for task, lane in self._workers.items() if lane is not None and lane[0] in mains]
+        for task in stuck:
+            task.cancel()
+        if stuck:
+            await asyncio.wait(stuck)
+            self.stats.abandoned += len(stuck)
+            for _ in stuck:
+                self._spawn_worker()
         offsets = {}
         for tp in tps:
             tracker = self._trackers.pop(tp, None)
@@ -475,7 +484,12 @@ class KeyedConsumer:
 
     def _admit(self, work: Work, tp: TP) -> None:
         if self._lanes.add(work.lane, (work, tp)):
-            self._lane_tasks[work.lane] = asyncio.create_task(self._run_lane(work, tp))
+            self._ready.append((work, tp))
+            while self._idle:
+                waiter = self._idle.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
 
     async def _retry_loop(self) -> None:
         """Admit retry copies whose time has come, in the retry partition's order."""
@@ -495,45 +509,61 @@ class KeyedConsumer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._retry_arrived.wait(), timeout=wait_s)
 
-    async def _run_lane(self, work: Work, tp: TP) -> None:
-        lane = work.lane
-        item: tuple[Work, TP] | None = (work, tp)
-        try:
-            while item is not None:
-                work, tp = item
-                if work.partition not in self._owned:
-                    self._buffered -= 1 + self._lanes.drop({lane})
-                    break
-                await self._run_one(work)
-                self._buffered -= 1
-                tracker = self._trackers.get(tp)
-                if tracker is not None:
-                    tracker.finish(work.record.offset)
-                item = self._lanes.done(lane)
-        except asyncio.CancelledError:
-            self._buffered -= 1 + self._lanes.drop({lane})
-            raise
-        finally:
-            self._lane_tasks.pop(lane, None)
+    def _spawn_worker(self) -> None:
+        task = asyncio.create_task(self._worker())
+        self._workers[task] = None
+        task.add_done_callback(self._workers.pop)
+
+    async def _worker(self) -> None:
+        """One of `concurrency` workers: takes a lane's head and runs the lane until it is idle."""
+        me = asyncio.current_task()
+        assert me is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._ready:
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+            item: tuple[Work, TP] | None = self._ready.popleft()
+            assert item is not None
+            lane = item[0].lane
+            self._workers[me] = lane
+            try:
+                while item is not None:
+                    work, tp = item
+                    if work.partition not in self._owned:
+                        self._buffered -= 1 + self._lanes.drop({lane})
+                        break
+                    await self._run_one(work)
+                    self._buffered -= 1
+                    tracker = self._trackers.get(tp)
+                    if tracker is not None:
+                        tracker.finish(work.record.offset)
+                    item = self._lanes.done(lane)
+            except asyncio.CancelledError:
+                self._buffered -= 1 + self._lanes.drop({lane})
+                raise
+            finally:
+                self._workers[me] = None
+                self._lane_ended.set()
 
     async def _run_one(self, work: Work) -> None:
         share = self._shares[work.partition] if self._shares is not None else None
         delay = 0.05
         while True:
-            async with self._limit:
+            if share is not None:
+                await share.acquire()
+            try:
+                if self._throttle is not None:
+                    await self._gate()
+                self.stats.count(await self._engine.run(work))
+                return
+            except Exception as exc:  # a retry/DLQ/state write failed: the same record again
+                self.stats.write_failures += 1
+                log.warning("%s: %s[%d]@%d: %r; trying again", self.member_id, *_at(work), exc)
+            finally:
                 if share is not None:
-                    await share.acquire()
-                try:
-                    if self._throttle is not None:
-                        await self._gate()
-                    self.stats.count(await self._engine.run(work))
-                    return
-                except Exception as exc:  # a retry/DLQ/state write failed: the same record again
-                    self.stats.write_failures += 1
-                    log.warning("%s: %s[%d]@%d: %r; trying again", self.member_id, *_at(work), exc)
-                finally:
-                    if share is not None:
-                        share.release()
+                    share.release()
             if work.partition not in self._owned:
                 return
             await asyncio.sleep(delay)

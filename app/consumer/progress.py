@@ -81,6 +81,10 @@ class KeyLanes(Generic[K, T]):
             dropped += len(self._waiting.pop(key))
         return dropped
 
+    def any_of(self, partitions: set[int]) -> bool:
+        """Whether a lane of these partitions is busy (keys are `(partition, key)` tuples)."""
+        return any(key[0] in partitions for key in self._waiting)  # type: ignore[index]
+
     @property
     def busy(self) -> int:
         return len(self._waiting)
