@@ -423,8 +423,7 @@ class KeyedConsumer:
                 offsets[tp] = tracker.committable
             self._committed.pop(tp, None)
         for p in mains:
-            for _work, _tp in self._retry_wait.pop(p, deque()):
-                self._buffered -= 1
+            self._retry_wait.pop(p, None)
             self._retry_paused.discard(p)
         self._states.forget(mains)
         return offsets
@@ -445,12 +444,14 @@ class KeyedConsumer:
             tracker = self._trackers.get(tp)
             if tracker is None:
                 tracker = self._trackers[tp] = OffsetTracker(offset)
+            elif offset < tracker.next_offset:
+                continue  # handed over twice (a fetch repeated around a rebalance): taken already
             tracker.read(offset)
             record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
-            self._buffered += 1
             if topic == s.topic:
+                self._buffered += 1
                 self._admit(self._main_work(record), tp)
-            else:
+            else:  # counted in the buffer once due: waiting copies must not hold the source back
                 self._retry_wait.setdefault(partition, deque()).append((self._retry_work(record), tp))
                 self._retry_arrived.set()
 
@@ -498,6 +499,7 @@ class KeyedConsumer:
             wait_s = 0.2
             for p, waiting in self._retry_wait.items():
                 while waiting and (waiting[0][0].meta is None or waiting[0][0].meta.due_ms <= now_ms):
+                    self._buffered += 1
                     self._admit(*waiting.popleft())
                 meta = waiting[0][0].meta if waiting else None
                 if meta is not None:

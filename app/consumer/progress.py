@@ -39,6 +39,11 @@ class OffsetTracker:
             self._finished.add(offset)
 
     @property
+    def next_offset(self) -> int:
+        """The offset after the last one read."""
+        return self._next
+
+    @property
     def committable(self) -> int:
         """Everything below this offset is finished (or was never there: compaction, markers)."""
         return self._open[0] if self._open else self._next

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 from app.consumer import (
     ConsumerSettings,
@@ -177,3 +178,47 @@ async def test_the_throttle_slows_every_copy_while_the_failure_rate_is_high(
     )
     assert during <= 40 * 1.5, "throttled copies together stay near throttled_per_s"
     assert before > 3 * during and after > 3 * during
+
+
+async def test_retry_copies_waiting_do_not_hold_back_the_topic(kafka: Settings, unique: str) -> None:
+    """200 keys fail once and wait 60 s for their retry, 600 copies in the retry topic (their later
+    messages sidelined behind them). A copy started then, with a read-ahead of 50, still handles
+    the new records of other keys at once: waiting copies do not fill its buffer."""
+    topic, name = f"rw-{unique}", f"rw-{unique}"
+    total = fill(kafka.bootstrap, topic, 4, 1_000, 3)
+    failing = {f"k{k}" for k in range(0, 1_000, 5)}
+    done: set[tuple[str, int]] = set()
+
+    async def handle(message: Message) -> None:
+        key, seq = parse(message.value)
+        if key in failing and seq == 0 and message.attempt == 1:
+            raise RetriableError("later")
+        done.add((key, seq))
+
+    settings = ConsumerSettings(
+        name=name,
+        topic=topic,
+        bootstrap=kafka.bootstrap,
+        buffered=50,
+        retry=RetryPolicy(max_attempts=3, min_backoff_s=60.0, max_backoff_s=60.0),
+    )
+    first = KeyedConsumer(settings, handle)
+    task = asyncio.create_task(first.run())
+    await wait_until(lambda: len(done) >= total - 3 * len(failing), 30, "the keys that did not fail")
+    await wait_until(lambda: first.stats.retrying + first.stats.sidelined == 3 * len(failing), 30, "copies")
+    first.stop()
+    await task
+
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(3_000):
+        producer.produce(topic, key=f"n{i}".encode(), value=f"n{i}:0".encode())
+    assert producer.flush(30) == 0
+    second = KeyedConsumer(settings, handle)
+    task = asyncio.create_task(second.run())
+    started = time.monotonic()
+    await wait_until(lambda: sum(1 for key, _ in done if key.startswith("n")) == 3_000, 40, "the new records")
+    waited = time.monotonic() - started
+    second.stop()
+    await task
+    assert waited < 30, f"new records waited {waited:.0f} s behind retry copies"
+    assert second.stats.delivered == 3_000  # none of the waiting copies was due yet
