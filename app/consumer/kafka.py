@@ -112,9 +112,6 @@ class KafkaStateLog:
         await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
         self._states.setdefault(partition, {})[key] = state
 
-    def keys(self, partition: int) -> int:
-        return len(self._states.get(partition, {}))
-
 
 class KafkaQueues:
     def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
@@ -209,7 +206,6 @@ class KeyedConsumer:
         self._next_start = 0.0
         self.partitions = 0
         self._highs: dict[TP, int] = {}  # high watermarks, as the poll thread last saw them
-        self.ready = asyncio.Event()  # set once the copy owns partitions (or saw an empty assignment)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -380,7 +376,6 @@ class KeyedConsumer:
             log.warning("%s: recorded %d retry/DLQ copies written before a crash", self.member_id, adopted)
         self._owned.update(mains)
         log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.topic)
-        self.ready.set()
 
     def _copies(self, mains: list[int], retry_from: dict[int, int]) -> dict[int, list[Copy]]:
         """The retry copies not read yet and every DLQ copy of the partitions (blocking)."""
