@@ -10,6 +10,7 @@ PYTEST_ARGS ?=
 
 install: $(STAMP) $(NPM_STAMP)
 	@sh scripts/ensure_chromium.sh   # Debian's chromium, for the dashboard's browser test
+	@sh scripts/ensure_mariadb.sh    # Debian's mariadb-server, for the binlog reader's own server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

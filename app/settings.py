@@ -80,6 +80,11 @@ class Settings(BaseSettings):
     cosmos_verify_tls: bool = Field(default=True, validation_alias="COSMOS_VERIFY_TLS")
 
     mysql_url: str = Field(default="mysql://root@127.0.0.1:3306/hubstream", validation_alias="MYSQL_URL")
+    # Binlog capture (the `binlog` pipeline reader) needs log_bin=ON and binlog_format=ROW, which a
+    # running server cannot switch on: unset means "start the project's own MariaDB on
+    # 127.0.0.1:EMBEDDED_MARIADB_PORT" with a row-based binlog and a datadir under HUBSTREAM_HOME.
+    binlog_mysql_url: str | None = Field(default=None, validation_alias="BINLOG_MYSQL_URL")
+    embedded_mariadb_port: int = Field(default=3407, validation_alias="EMBEDDED_MARIADB_PORT")
 
     # Worker web server (API, dashboard, metrics).
     web_host: str = Field(default="127.0.0.1", validation_alias="WEB_HOST")
@@ -176,6 +181,17 @@ class Settings(BaseSettings):
         if self.cosmos_key is not None:
             return self.cosmos_key.get_secret_value()
         return EMULATOR_KEY
+
+    @property
+    def embedded_mariadb(self) -> bool:
+        return not self.binlog_mysql_url
+
+    @property
+    def binlog_mysql(self) -> MysqlTarget:
+        """The server the binlog reader captures from (BINLOG_MYSQL_URL or the embedded MariaDB)."""
+        return MysqlTarget(
+            self.binlog_mysql_url or f"mysql://root@127.0.0.1:{self.embedded_mariadb_port}/hubstream"
+        )
 
     @property
     def mysql(self) -> MysqlTarget:

@@ -20,7 +20,7 @@ from app.cosmos import CosmosStore, open_cosmos
 from app.kafka.admin import KafkaAdmin
 from app.settings import Settings, get_settings
 from app.stack import stack_up
-from app.stack.services import broker_process, cosmos_process
+from app.stack.services import broker_process, cosmos_process, mariadb_process
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,7 @@ def stack(settings: Settings) -> Iterator[Settings]:
     """Start (or reuse) the broker and Cosmos endpoint and check MySQL; stop only what we started."""
     broker_was_ours = broker_process(settings).owned_pid() is not None or not settings.embedded_kafka
     cosmos_was_ours = cosmos_process(settings).owned_pid() is not None or not settings.embedded_cosmos
+    mariadb_was_ours = mariadb_process(settings).owned_pid() is not None or not settings.embedded_mariadb
     report = stack_up(settings)
     yield settings
     # Leave running what was running before the session (a developer's `make run`).
@@ -40,6 +41,8 @@ def stack(settings: Settings) -> Iterator[Settings]:
         cosmos_process(settings).stop()
     if settings.embedded_kafka and "started" in report.kafka and not broker_was_ours:
         broker_process(settings).stop()
+    if settings.embedded_mariadb and "started" in report.binlog and not mariadb_was_ours:
+        mariadb_process(settings).stop(timeout_s=30.0)
 
 
 @pytest.fixture(scope="session")

@@ -47,6 +47,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 READER_OPTIONS: dict[str, tuple[str, ...]] = {
     "composite": ("topic",),
     "mysql": ("tables",),
+    "binlog": ("tables",),
     "jsonl": ("path",),
 }
 WRITER_OPTIONS: dict[str, tuple[str, ...]] = {

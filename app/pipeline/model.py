@@ -49,6 +49,7 @@ class Message:
     timestamp_ms: int
     namespace: str
     data: Mapping[str, Any]
+    before: Mapping[str, Any] | None = None  # an update's or delete's row as it was (change capture)
 
     def with_data(self, data: Mapping[str, Any]) -> Message:
         return replace(self, data=data)
@@ -98,6 +99,7 @@ def encode_entry(entry: NewEntry) -> bytes:
             "ns": msg.namespace,
             "data": msg.data,
             "pos": entry.position,
+            **({"before": msg.before} if msg.before is not None else {}),
         },
         option=orjson.OPT_NON_STR_KEYS,
     )
@@ -113,6 +115,7 @@ def decode_entry(offset: int, value: bytes | None) -> LogEntry:
             int(raw["ts"]),
             str(raw["ns"]),
             data if type(data) is dict else {"value": data},
+            raw.get("before"),
         )
         mode = _MODES[raw["mode"]]
         position = raw.get("pos") or {}

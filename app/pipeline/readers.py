@@ -1,4 +1,5 @@
-"""Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), a composite topic.
+"""Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), a composite topic, and
+build_source for every reader type (the binlog reader lives in binlog.py).
 
 Every entry carries the reader's position, so a restart resumes after the last entry in the
 commit log; a namespace whose copy finished (mode Complete/Sync) is never copied again.
@@ -7,64 +8,36 @@ commit log; a namespace whose copy finished (mode Complete/Sync) is never copied
 from __future__ import annotations
 
 import asyncio
-import base64
-import datetime as dt
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from decimal import Decimal
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
+from app.pipeline.binlog import BinlogSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
-from app.settings import Settings
+from app.pipeline.source_kit import Threaded, json_value, now_ms
+from app.settings import MysqlTarget, Settings
 
-__all__ = ["CompositeSource", "JsonlSource", "MysqlSource", "build_source", "json_value"]
+__all__ = [
+    "CompositeSource",
+    "JsonlSource",
+    "MysqlSource",
+    "build_source",
+]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def json_value(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return base64.b64encode(bytes(value)).decode()
-    return value
 
 
 def _command(namespace: str, mode: Mode, data: Mapping[str, Any], position: Mapping[str, Any]) -> NewEntry:
     return NewEntry(Message(Op.COMMAND, now_ms(), namespace, data), mode, position)
 
 
-class _Threaded:
-    def __init__(self) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pipeline-source")
-
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
-    async def close(self) -> None:
-        self._executor.shutdown(wait=False)
-
-
-class JsonlSource(_Threaded):
+class JsonlSource(Threaded):
     """Lines of {"op", "namespace", "data"} or plain objects (inserts). Copy to EOF, then Complete;
     with `follow: true` it keeps polling the file for appended lines (Sync)."""
 
@@ -131,7 +104,7 @@ class JsonlSource(_Threaded):
             await asyncio.sleep(self.poll_s)
 
 
-class MysqlSource(_Threaded):
+class MysqlSource(Threaded):
     """Per table: copy (full scan in primary-key order), a Complete marker, then, with a
     `sync_column`, sync by polling rows whose (sync_column, pk) is above the last one seen.
 
@@ -288,7 +261,7 @@ def _doc_key(key: list[Any]) -> str:
     return "|".join(str(k) for k in key)
 
 
-class CompositeSource(_Threaded):
+class CompositeSource(Threaded):
     """Every partition of every storage topic of a composite topic (new storage topics are picked
     up at the metadata refresh). Payload JSON objects become the data; other payloads `{"value": ...}`.
     Positions are next offsets per `storage[partition]`; the document key is `id_field` when present."""
@@ -412,4 +385,7 @@ def build_source(
         return MysqlSource(settings, options, batch_size)
     if kind == "composite":
         return CompositeSource(settings, options, batch_size, wait_s)
+    if kind == "binlog":
+        target = MysqlTarget(str(options["url"])) if options.get("url") else settings.binlog_mysql
+        return BinlogSource(target, options, batch_size, wait_s)
     raise InvalidDefinition(f"unknown reader type {kind!r}")

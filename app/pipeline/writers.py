@@ -47,12 +47,15 @@ CONNECTION_LOST = frozenset({CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOS
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    return {
+    out = {
         "op": message.op.value,
         "namespace": message.namespace,
         "timestamp_ms": message.timestamp_ms,
         "data": message.data,
     }
+    if message.before is not None:
+        out["before"] = message.before
+    return out
 
 
 _PLAIN_SQL_TYPES = (str, int, float, bool, Decimal, bytes)
@@ -293,7 +296,9 @@ class CosmosSink:
 
 
 class KafkaSink(_Threaded):
-    """Produces each message's data as JSON (key: `key_field` of the data, else the namespace)."""
+    """Produces each message's data as JSON (key: `key_field` of the data, else the namespace); a
+    delete is a tombstone (no value) under the same key, so set `key_field` to the row's key when the
+    topic is compacted (a tombstone keyed by namespace would clear the namespace's other records)."""
 
     def __init__(self, settings: Settings, options: Mapping[str, Any]) -> None:
         from confluent_kafka import Producer
@@ -317,7 +322,7 @@ class KafkaSink(_Threaded):
                 try:
                     self._producer.produce(
                         self.topic,
-                        orjson.dumps(m.data, default=str),
+                        None if m.op is Op.DELETE else orjson.dumps(m.data, default=str),
                         None if key is None else str(key).encode(),
                         headers=[("op", m.op.value.encode()), ("namespace", m.namespace.encode())],
                         on_delivery=_collect(errors),

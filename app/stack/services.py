@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -14,18 +16,20 @@ from pathlib import Path
 
 import pymysql
 
-from app.settings import Settings
-from app.stack.errors import MissingTool, ServiceUnreachable
+from app.settings import MysqlTarget, Settings
+from app.stack.errors import MissingTool, ServiceDidNotStart, ServiceUnreachable
 from app.stack.process import ManagedProcess, port_open
 
 __all__ = [
     "StackReport",
     "broker_process",
     "cosmos_process",
+    "mariadb_process",
     "ensure_mysql_database",
     "stack_down",
     "stack_status",
     "stack_up",
+    "start_mariadb",
     "start_workers",
     "table_dirs",
     "web_answers",
@@ -42,9 +46,10 @@ class StackReport:
     kafka: str
     cosmos: str
     mysql: str
+    binlog: str
 
     def as_dict(self) -> dict[str, str]:
-        return {"kafka": self.kafka, "cosmos": self.cosmos, "mysql": self.mysql}
+        return {"kafka": self.kafka, "cosmos": self.cosmos, "mysql": self.mysql, "binlog": self.binlog}
 
 
 def _kafka_answers(bootstrap: str) -> bool:
@@ -129,6 +134,114 @@ def cosmos_process(settings: Settings) -> ManagedProcess:
     )
 
 
+def _mariadb_answers(settings: Settings) -> bool:
+    target = settings.binlog_mysql
+    try:
+        conn = pymysql.connect(**target.connect_args(database="", connect_timeout=2))
+    except pymysql.MySQLError:
+        return False
+    conn.close()
+    return True
+
+
+def _mariadb_bin(name: str) -> str:
+    for found in (shutil.which(name), f"/usr/sbin/{name}", f"/usr/bin/{name}"):
+        if found and Path(found).is_file():
+            return found
+    raise MissingTool(
+        f"{name} is not installed: binlog capture needs MariaDB's server (run `make install`, which "
+        "installs Debian's mariadb-server) or set BINLOG_MYSQL_URL to a server with a row-based binlog"
+    )
+
+
+def mariadb_process(settings: Settings) -> ManagedProcess:
+    """The project's own MariaDB with a row-based binlog, for the `binlog` pipeline reader."""
+    base = (settings.home / "mariadb").resolve()
+    argv = [
+        _mariadb_bin("mariadbd"),
+        "--no-defaults",
+        f"--datadir={base / 'data'}",
+        f"--socket={base / 'mariadb.sock'}",
+        f"--pid-file={base / 'mariadb.pid'}",
+        f"--port={settings.embedded_mariadb_port}",
+        "--bind-address=127.0.0.1",
+        "--skip-name-resolve",
+        "--server-id=1",
+        "--log-bin=binlog",
+        "--binlog-format=ROW",
+        "--binlog-row-image=FULL",
+        "--binlog-row-metadata=FULL",  # column names in the binlog: capture survives ALTER TABLE
+        "--innodb-buffer-pool-size=64M",
+        "--character-set-server=utf8mb4",
+    ]
+    if os.geteuid() == 0:
+        argv.append("--user=root")  # mariadbd refuses to run as root unless told to
+    return ManagedProcess(
+        name="mariadb",
+        argv=argv,
+        home=settings.home,
+        healthy=lambda: _mariadb_answers(settings),
+        port=settings.embedded_mariadb_port,
+        setting_hint="EMBEDDED_MARIADB_PORT (or BINLOG_MYSQL_URL to capture from a running server)",
+        start_timeout_s=60.0,
+    )
+
+
+def _init_mariadb_datadir(settings: Settings) -> None:
+    data = (settings.home / "mariadb" / "data").resolve()
+    if (data / "mysql").is_dir():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    argv = [
+        _mariadb_bin("mariadb-install-db"),
+        "--no-defaults",
+        f"--datadir={data}",
+        "--auth-root-authentication-method=normal",  # root over TCP on loopback, no password
+        "--skip-test-db",
+    ]
+    if os.geteuid() == 0:
+        argv.append("--user=root")
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)
+        raise ServiceDidNotStart(f"mariadb-install-db failed ({done.returncode}): {done.stderr[-2000:]}")
+
+
+def start_mariadb(settings: Settings) -> str:
+    """Start (or reuse) the binlog MariaDB when BINLOG_MYSQL_URL is unset; check it either way."""
+    if settings.embedded_mariadb:
+        process = mariadb_process(settings)
+        if not process.healthy():
+            _init_mariadb_datadir(settings)
+        state = f"{process.start()} (embedded MariaDB at 127.0.0.1:{settings.embedded_mariadb_port})"
+    else:
+        state = f"external ({settings.binlog_mysql.redacted()})"
+    check_binlog_server(settings.binlog_mysql)
+    return state
+
+
+def check_binlog_server(target: MysqlTarget) -> None:
+    """Fail with the server setting to change when it cannot serve a row-based binlog."""
+    try:
+        conn = pymysql.connect(**target.connect_args(database="", connect_timeout=5))
+    except pymysql.MySQLError as exc:
+        raise ServiceUnreachable(f"binlog server {target.redacted()} does not answer ({exc})") from exc
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@log_bin, @@binlog_format")
+            log_bin, binlog_format = cur.fetchone() or (0, "")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{target.database}` CHARACTER SET utf8mb4")
+        conn.commit()
+    finally:
+        conn.close()
+    if not log_bin or str(binlog_format).upper() != "ROW":
+        raise ServiceUnreachable(
+            f"binlog server {target.redacted()}: log_bin={log_bin}, binlog_format={binlog_format}; "
+            "binlog capture needs log_bin=ON and binlog_format=ROW (set them in the server's config and "
+            "restart it) or leave BINLOG_MYSQL_URL unset to use the embedded MariaDB"
+        )
+
+
 def ensure_mysql_database(settings: Settings) -> str:
     target = settings.mysql
     try:
@@ -164,7 +277,9 @@ def stack_up(settings: Settings) -> StackReport:
         cosmos = f"{cosmos_process(settings).start()} (embedded endpoint at {settings.cosmos_url})"
     else:
         cosmos = f"external ({settings.cosmos_url})"
-    return StackReport(kafka=kafka, cosmos=cosmos, mysql=ensure_mysql_database(settings))
+    return StackReport(
+        kafka=kafka, cosmos=cosmos, mysql=ensure_mysql_database(settings), binlog=start_mariadb(settings)
+    )
 
 
 def web_answers(host: str, port: int) -> bool:
@@ -207,7 +322,7 @@ def worker_processes(settings: Settings) -> list[ManagedProcess]:
     """Workers and pipelines hubstream started (recorded by pid file), for status and stop."""
     pids = settings.home / "pids"
     names = (
-        sorted(p.stem for p in pids.glob("*.pid") if p.stem not in ("broker", "cosmos"))
+        sorted(p.stem for p in pids.glob("*.pid") if p.stem not in ("broker", "cosmos", "mariadb"))
         if pids.is_dir()
         else []
     )
@@ -218,6 +333,8 @@ def stack_down(settings: Settings) -> list[str]:
     stopped = [w.name for w in worker_processes(settings) if w.stop()]
     if settings.embedded_cosmos and cosmos_process(settings).stop():
         stopped.append("cosmos")
+    if settings.embedded_mariadb and mariadb_process(settings).stop(timeout_s=30.0):
+        stopped.append("mariadb")  # its datadir stays: a binlog position stored by a pipeline stays valid
     if settings.embedded_kafka and broker_process(settings).stop():
         stopped.append("broker")
         # The embedded broker keeps its topics in memory: the workers' tables, whose changelogs
@@ -246,6 +363,11 @@ def stack_status(settings: Settings) -> dict[str, str]:
         status["mysql"] = ensure_mysql_database(settings)
     except ServiceUnreachable as exc:
         status["mysql"] = str(exc)
+    status["binlog"] = (
+        mariadb_process(settings).status()
+        if settings.embedded_mariadb
+        else f"external ({settings.binlog_mysql.redacted()})"
+    )
     for worker in worker_processes(settings):
         status[worker.name] = "running" if worker.owned_pid() else "stopped"
     return status
