@@ -48,6 +48,7 @@ READER_OPTIONS: dict[str, tuple[str, ...]] = {
     "composite": ("topic",),
     "mysql": ("tables",),
     "binlog": ("tables",),
+    "cosmos": ("container",),
     "jsonl": ("path",),
 }
 WRITER_OPTIONS: dict[str, tuple[str, ...]] = {

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from app.pipeline.binlog import BinlogSource
+from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
@@ -385,6 +386,8 @@ def build_source(
         return MysqlSource(settings, options, batch_size)
     if kind == "composite":
         return CompositeSource(settings, options, batch_size, wait_s)
+    if kind == "cosmos":
+        return CosmosFeedSource(settings, options, batch_size)
     if kind == "binlog":
         target = MysqlTarget(str(options["url"])) if options.get("url") else settings.binlog_mysql
         return BinlogSource(target, options, batch_size, wait_s)

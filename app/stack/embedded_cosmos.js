@@ -3,13 +3,81 @@
 // Its own CLI answers every request with "Connection: close", so each request of the SDK paid a
 // new TCP connection and TLS handshake on both sides (about half the client's time on the hub's
 // read path). Real Cosmos DB keeps connections alive.
+//
+// It also answers the change feed as Cosmos DB does (the package answers every feed request with
+// all documents once, then 304 forever): each write stamps the collection's next logical sequence
+// number (_lsn) on the document, a feed request (header A-IM: Incremental feed) returns the
+// documents changed after the LSN in If-None-Match (all of them without it, none for "*"), oldest
+// change first, at most x-ms-max-item-count, with the last LSN as the etag, and 304 when nothing
+// changed. Like Cosmos DB's latest-version mode, a document appears once, at its latest version,
+// and deletes do not appear.
 // Usage: node embedded_cosmos.js <path of the package's lib/index.js> <port> <host>
 "use strict";
 
+const path = require("path");
+const { AsyncLocalStorage } = require("async_hooks");
+
 const [modulePath, port, host] = process.argv.slice(2);
 const { createHttpsServer } = require(modulePath);
+const Items = require(path.join(path.dirname(modulePath), "account", "items")).default;
+
+const feedRequest = new AsyncLocalStorage();
+
+const stampLsn = Items.prototype._set;
+Items.prototype._set = function (data) {
+  this._lastLsn = (this._lastLsn || 0) + 1;
+  return stampLsn.call(this, { ...data, _lsn: this._lastLsn });
+};
+
+const readAll = Items.prototype.read;
+Items.prototype.read = function (options = {}) {
+  const feed = feedRequest.getStore();
+  if (!feed) return readAll.call(this, options);
+  if (!this._parent.read()) return null;
+  const last = this._lastLsn || 0;
+  const after = feed.since === "*" ? last : feed.since;
+  const changed = [...this._data.values()]
+    .map((item) => item.read())
+    .filter((doc) => doc._lsn > after && doc._ts >= feed.modifiedSinceS)
+    .sort((a, b) => a._lsn - b._lsn);
+  const page = options.maxItemCount > 0 ? changed.slice(0, options.maxItemCount) : changed;
+  feed.count = page.length;
+  feed.etag = page.length ? page[page.length - 1]._lsn : after;
+  return { result: page };
+};
+
+function changeFeed(req) {
+  if (req.method !== "GET" || !/incremental feed/i.test(req.headers["a-im"] || "")) return null;
+  const match = (req.headers["if-none-match"] || "").replace(/"/g, "");
+  delete req.headers["if-none-match"]; // the package's own 304 logic must not see it
+  const since = match === "*" ? "*" : Number.parseInt(match || "0", 10) || 0;
+  const modified = Date.parse(req.headers["if-modified-since"] || "");
+  return { since, modifiedSinceS: Number.isNaN(modified) ? 0 : Math.floor(modified / 1000), count: 0, etag: 0 };
+}
+
+function answerFeed(feed, res) {
+  const setHeader = res.setHeader.bind(res);
+  res.setHeader = (name, value) =>
+    setHeader(name, name.toLowerCase() === "etag" ? `"${feed.etag}"` : value);
+  const end = res.end.bind(res);
+  res.end = (body, ...rest) => {
+    if (res.statusCode === 200 && feed.count === 0) {
+      res.statusCode = 304;
+      return end(undefined, ...rest.filter((arg) => typeof arg === "function"));
+    }
+    return end(body, ...rest);
+  };
+}
 
 const server = createHttpsServer({ keepAlive: true });
+const [handle] = server.listeners("request");
+server.removeAllListeners("request");
+server.on("request", (req, res) => {
+  const feed = changeFeed(req);
+  if (!feed) return handle(req, res);
+  answerFeed(feed, res);
+  return feedRequest.run(feed, () => handle(req, res));
+});
 // Longer than aiohttp's idle keep-alive (15 s), so the client, not the server, closes an idle
 // connection and never sends a request on one the server is closing.
 server.keepAliveTimeout = 65000;
