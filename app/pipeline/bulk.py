@@ -7,18 +7,31 @@ writer's offset past those messages) is confirmed only after that."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.crashpoints import crash_point
 from app.pipeline.chain import Branch
 from app.pipeline.errors import TransformFailed
 from app.pipeline.model import LogEntry, Message
-from app.pipeline.ports import CheckedSink, PipelinedSink, Sink
-from app.pipeline.tolerance import Failure, Stage
+from app.pipeline.ports import CheckedSink, DeadLetterQueue, PipelinedSink, Sink
+from app.pipeline.tolerance import Failure, Stage, dead_letter
 
-__all__ = ["Bulk", "DeadLetterer", "Sending", "outgoing", "prepare_bulk", "write_bulk"]
+__all__ = [
+    "Bulk",
+    "DeadLetterer",
+    "DeadLettering",
+    "Sending",
+    "outgoing",
+    "prepare_bulk",
+    "write_bulk",
+]
+
+log = logging.getLogger(__name__)
 
 # Sends failed messages to the dead-letter queue; returns once it confirmed them.
 DeadLetterer = Callable[[list[Failure]], Awaitable[None]]
@@ -47,6 +60,33 @@ def outgoing(branch: Branch, batch: list[LogEntry]) -> list[Message]:
             if message is not None:
                 out.append(message)
     return out
+
+
+@dataclass
+class DeadLettering:
+    """A tolerant writer's dead letters: sent to the queue, returning once it confirmed them."""
+
+    pipeline: str
+    writer: str
+    queue: DeadLetterQueue
+    count: int = 0
+
+    async def __call__(self, failures: list[Failure]) -> None:
+        now_ms = int(time.time() * 1000)
+        await self.queue.send([dead_letter(self.pipeline, self.writer, f, now_ms) for f in failures])
+        crash_point("pipeline.dlq.confirmed")  # dead letters confirmed; the offset not past them yet
+        self.count += len(failures)
+        for f in failures:
+            log.warning(
+                "pipeline %s: writer %s: log offset=%d dead-lettered (%s%s): %s: %s",
+                self.pipeline,
+                self.writer,
+                f.entry.offset,
+                f.stage.value,
+                f" {f.step}" if f.step else "",
+                type(f.error).__name__,
+                f.error,
+            )
 
 
 async def prepare_bulk(

@@ -15,15 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.crashpoints import crash_point
 from app.errors import ConfigError
-from app.pipeline.bulk import Bulk, DeadLetterer, Sending, prepare_bulk, write_bulk
+from app.pipeline.bulk import Bulk, DeadLettering, Sending, prepare_bulk, write_bulk
 from app.pipeline.chain import Branch
 from app.pipeline.errors import UnknownWriter
 from app.pipeline.model import LogEntry, NewEntry, entry_text
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.ports import CommitLog, Cursor, DeadLetterQueue, Sink, Source, StateStore
-from app.pipeline.tolerance import ErrorsTolerance, Failure, dead_letter
+from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = ["PipelineRuntime", "WriterSlot"]
 
@@ -43,8 +42,7 @@ class WriterSlot:
     task: asyncio.Task[None] | None = None
     stopped_at: float | None = None
     received: int = 0
-    dead_letter: DeadLetterer | None = None  # errors_tolerance all: failed messages go here
-    dead_lettered: int = 0
+    dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
 
     @property
     def running(self) -> bool:
@@ -95,7 +93,7 @@ class PipelineRuntime:
                     raise ConfigError(
                         f"pipeline {self.name}: writer {name} tolerates errors but has no dead-letter queue"
                     )
-                self.slots[name].dead_letter = functools.partial(self._dead_letter, self.slots[name])
+                self.slots[name].dead_letter = DeadLettering(self.name, name, dead_letters)
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self.flush_interval_s = flush_interval_s
@@ -318,25 +316,6 @@ class PipelineRuntime:
         self.flags.dirty = True
         return True
 
-    async def _dead_letter(self, slot: WriterSlot, failures: list[Failure]) -> None:
-        """errors_tolerance all: the failed messages go to the dead-letter queue; returns once it
-        confirmed them, before the bulk that holds them (and so the writer's offset) is confirmed."""
-        assert self.dead_letters is not None
-        now_ms = int(time.time() * 1000)
-        await self.dead_letters.send([dead_letter(self.name, slot.name, f, now_ms) for f in failures])
-        crash_point("pipeline.dlq.confirmed")  # dead letters confirmed; the offset not past them yet
-        slot.dead_lettered += len(failures)
-        for f in failures:
-            log.warning(
-                "pipeline %s: writer %s: log offset=%d dead-lettered (%s%s): %s",
-                self.name,
-                slot.name,
-                f.entry.offset,
-                f.stage.value,
-                f" {f.step}" if f.step else "",
-                describe(f.error),
-            )
-
     async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:
         """One message; with errors_tolerance all a transform or conversion failure dead-letters it,
         but a write the sink refuses stops the writer either way."""
@@ -439,7 +418,7 @@ class PipelineRuntime:
                     **s.state.to_json(),
                     "running": s.running,
                     "received": s.received,
-                    "dead_lettered": s.dead_lettered,
+                    "dead_lettered": s.dead_letter.count if s.dead_letter else 0,
                 }
                 for n, s in self.slots.items()
             },
