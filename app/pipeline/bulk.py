@@ -1,19 +1,40 @@
 """A writer's bulks between the commit log and its sink: what the branch passes, prepared by the sink,
-then written, at most `depth` at a time and confirmed oldest first."""
+then written, at most `depth` at a time and confirmed oldest first. A writer with
+`errors_tolerance: all` dead-letters the messages its chain or its sink's conversion fails on, and
+waits for the dead-letter queue to confirm them, while it prepares the bulk: the bulk (and so the
+writer's offset past those messages) is confirmed only after that."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.crashpoints import crash_point
 from app.pipeline.chain import Branch
+from app.pipeline.errors import TransformFailed
 from app.pipeline.model import LogEntry, Message
-from app.pipeline.ports import PipelinedSink, Sink
+from app.pipeline.ports import CheckedSink, DeadLetterQueue, PipelinedSink, Sink
+from app.pipeline.tolerance import Failure, Stage, dead_letter
 
-__all__ = ["Bulk", "Sending", "outgoing", "prepare_bulk"]
+__all__ = [
+    "Bulk",
+    "DeadLetterer",
+    "DeadLettering",
+    "Sending",
+    "outgoing",
+    "prepare_bulk",
+    "write_bulk",
+]
+
+log = logging.getLogger(__name__)
+
+# Sends failed messages to the dead-letter queue; returns once it confirmed them.
+DeadLetterer = Callable[[list[Failure]], Awaitable[None]]
 
 
 @dataclass
@@ -41,9 +62,42 @@ def outgoing(branch: Branch, batch: list[LogEntry]) -> list[Message]:
     return out
 
 
-async def prepare_bulk(branch: Branch, sink: Sink, batch: list[LogEntry]) -> Bulk:
+@dataclass
+class DeadLettering:
+    """A tolerant writer's dead letters: sent to the queue, returning once it confirmed them."""
+
+    pipeline: str
+    writer: str
+    queue: DeadLetterQueue
+    count: int = 0
+
+    async def __call__(self, failures: list[Failure]) -> None:
+        now_ms = int(time.time() * 1000)
+        await self.queue.send([dead_letter(self.pipeline, self.writer, f, now_ms) for f in failures])
+        crash_point("pipeline.dlq.confirmed")  # dead letters confirmed; the offset not past them yet
+        self.count += len(failures)
+        for f in failures:
+            log.warning(
+                "pipeline %s: writer %s: log offset=%d dead-lettered (%s%s): %s: %s",
+                self.pipeline,
+                self.writer,
+                f.entry.offset,
+                f.stage.value,
+                f" {f.step}" if f.step else "",
+                type(f.error).__name__,
+                f.error,
+            )
+
+
+async def prepare_bulk(
+    branch: Branch, sink: Sink, batch: list[LogEntry], dead_letter: DeadLetterer | None = None
+) -> Bulk:
+    """The batch's bulk; with `dead_letter` (errors_tolerance all) failed messages are dead-lettered."""
     bulk = Bulk(batch[0].offset, batch[-1].offset, {entry.key: entry.offset for entry in batch})
     try:
+        if dead_letter is not None:
+            bulk.count, bulk.prepared = await _tolerant(branch, sink, batch, dead_letter)
+            return bulk
         messages = outgoing(branch, batch)
         bulk.count = len(messages)
         if messages:
@@ -53,7 +107,53 @@ async def prepare_bulk(branch: Branch, sink: Sink, batch: list[LogEntry]) -> Bul
     return bulk
 
 
-async def _write(sink: Sink, bulk: Bulk, stream: object) -> None:
+async def _convert(sink: Sink, messages: list[Message]) -> Any:
+    """The messages in the sink's form; raises on one the sink cannot convert."""
+    if isinstance(sink, PipelinedSink):
+        return await sink.prepare(messages)
+    if isinstance(sink, CheckedSink):
+        sink.check(messages)
+    return messages
+
+
+async def _tolerant(
+    branch: Branch, sink: Sink, batch: list[LogEntry], dead_letter: DeadLetterer
+) -> tuple[int, Any]:
+    """How many messages the branch passes and the sink converts, and their prepared form; the others
+    are dead-lettered (and confirmed) first."""
+    failures: list[Failure] = []
+    passed: list[tuple[LogEntry, Message]] = []
+    for entry in batch:
+        if entry.is_command:
+            continue
+        try:
+            message = branch.apply_naming_step(entry.value)
+        except TransformFailed as exc:
+            failures.append(Failure(entry, Stage.TRANSFORM, exc.step, exc.error))
+            continue
+        if message is not None:
+            passed.append((entry, message))
+    messages = [message for _, message in passed]
+    try:
+        prepared = await _convert(sink, messages) if messages else None
+    except Exception:
+        # The bulk did not convert: one message at a time finds the ones that do not.
+        messages = []
+        for entry, message in passed:
+            try:
+                await _convert(sink, [message])
+            except Exception as exc:
+                failures.append(Failure(entry, Stage.CONVERT, None, exc))
+            else:
+                messages.append(message)
+        prepared = await _convert(sink, messages) if messages else None
+    if failures:
+        failures.sort(key=lambda failure: failure.entry.offset)
+        await dead_letter(failures)
+    return len(messages), prepared
+
+
+async def write_bulk(sink: Sink, bulk: Bulk, stream: object) -> None:
     if bulk.error is not None:
         raise bulk.error
     if not bulk.count:
@@ -103,7 +203,7 @@ class Sending:
     async def _deliver(self, bulk: Bulk, previous: asyncio.Task[bool] | None) -> bool:
         error: Exception | None = None
         try:
-            await _write(self.sink, bulk, self._stream)
+            await write_bulk(self.sink, bulk, self._stream)
         except Exception as exc:
             error = exc
         if previous is not None and not await previous:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.pipeline.errors import TransformFailed
 from app.pipeline.model import Message
 
 __all__ = ["Branch", "NamespaceFilter", "Step", "Transform", "TransformStep"]
@@ -29,6 +30,10 @@ class NamespaceFilter:
     @property
     def passes_all(self) -> bool:
         return self._search is None
+
+    @property
+    def name(self) -> str:
+        return f"namespace:{self.pattern}"
 
     def __call__(self, message: Message) -> Message | None:
         if self._search is None or self._search(message.namespace):
@@ -71,4 +76,16 @@ class Branch:
             if current is None:
                 return None
             current = step(current)
+        return current
+
+    def apply_naming_step(self, message: Message) -> Message | None:
+        """As `apply`, but a step that raises becomes TransformFailed naming the step."""
+        current: Message | None = message
+        for step in self.steps:
+            if current is None:
+                return None
+            try:
+                current = step(current)
+            except Exception as exc:
+                raise TransformFailed(step.name, exc) from exc
         return current

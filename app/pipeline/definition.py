@@ -11,6 +11,7 @@ YAML::
         steps:                     # ordered chain; or the shorthand `namespace:` + `transforms:`
           - namespace: "^data-available$"
           - transform: examples.pipelines.transforms:flatten
+        errors_tolerance: none     # all: failed transforms/conversions go to the dead-letter topic
 
 A Python module defines `PIPELINE`: a `PipelineDefinition` or the same mapping as the YAML
 (transforms may then be callables).
@@ -31,6 +32,7 @@ import yaml
 
 from app.pipeline.chain import Branch, NamespaceFilter, Step, Transform, TransformStep
 from app.pipeline.errors import InvalidDefinition
+from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = [
     "READER_OPTIONS",
@@ -70,6 +72,11 @@ class WriterSpec:
     name: str
     component: ComponentSpec
     branch: Branch
+    errors_tolerance: ErrorsTolerance = ErrorsTolerance.NONE
+
+    def __post_init__(self) -> None:  # a Python definition may give the tolerance as text
+        tolerance = ErrorsTolerance.parse(self.errors_tolerance, f"writer {self.name}")
+        object.__setattr__(self, "errors_tolerance", tolerance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,9 @@ def _component(raw: Any, kinds: dict[str, tuple[str, ...]], where: str, chain_ke
     missing = [key for key in kinds[kind] if key not in raw]
     if missing:
         raise InvalidDefinition(f"{where}: type {kind} needs {', '.join(missing)}")
-    reserved = {"type", "name", "steps", "namespace", "transforms"} if chain_keys else {"type"}
+    reserved = (
+        {"type", "name", "steps", "namespace", "transforms", "errors_tolerance"} if chain_keys else {"type"}
+    )
     options = {k: v for k, v in raw.items() if k not in reserved}
     return ComponentSpec(kind, options)
 
@@ -182,7 +191,9 @@ def definition_from_mapping(raw: Any, base_dir: Path | None = None) -> PipelineD
             )
         if any(w.name == writer_name for w in writers):
             raise InvalidDefinition(f"{where}: writer name {writer_name!r} is used twice")
-        writers.append(WriterSpec(writer_name, component, Branch(writer_name, _steps(item, base_dir, where))))
+        tolerance = ErrorsTolerance.parse(item.get("errors_tolerance", "none"), where)
+        branch = Branch(writer_name, _steps(item, base_dir, where))
+        writers.append(WriterSpec(writer_name, component, branch, tolerance))
     batch_size = raw.get("batch_size", 1000)
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise InvalidDefinition(f"batch_size must be a positive integer, got {batch_size!r}")

@@ -1,6 +1,7 @@
 """The pipeline run loop (seed 004) over ports: one source appending to the commit log, one
 task per writer reading the log from its own offset, bulk writes, interval flush of offsets,
-stop-on-failure and one-at-a-time replay, and the operator's step / mark / resume.
+stop-on-failure and one-at-a-time replay, the operator's step / mark / resume, and the dead-letter
+queue of writers with `errors_tolerance: all`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.pipeline.bulk import Bulk, Sending, prepare_bulk
+from app.errors import ConfigError
+from app.pipeline.bulk import Bulk, DeadLettering, Sending, prepare_bulk, write_bulk
 from app.pipeline.chain import Branch
 from app.pipeline.errors import UnknownWriter
 from app.pipeline.model import LogEntry, NewEntry, entry_text
 from app.pipeline.offsets import ReaderState, WriterState
-from app.pipeline.ports import CommitLog, Cursor, Sink, Source, StateStore
+from app.pipeline.ports import CommitLog, Cursor, DeadLetterQueue, Sink, Source, StateStore
+from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = ["PipelineRuntime", "WriterSlot"]
 
@@ -39,6 +42,7 @@ class WriterSlot:
     task: asyncio.Task[None] | None = None
     stopped_at: float | None = None
     received: int = 0
+    dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
 
     @property
     def running(self) -> bool:
@@ -70,6 +74,8 @@ class PipelineRuntime:
         flush_interval_s: float = 1.0,
         restart_after_s: float = 0.0,
         source_retry_s: float = 5.0,
+        errors_tolerance: Mapping[str, ErrorsTolerance] | None = None,
+        dead_letters: DeadLetterQueue | None = None,
     ) -> None:
         self.name = name
         self.log = log_
@@ -80,6 +86,14 @@ class PipelineRuntime:
             for n, (branch, sink) in writers.items()
         }
         self.readers: dict[str, ReaderState] = dict(reader_states)
+        self.dead_letters = dead_letters
+        for name, tolerance in (errors_tolerance or {}).items():
+            if tolerance is ErrorsTolerance.ALL:
+                if dead_letters is None:
+                    raise ConfigError(
+                        f"pipeline {self.name}: writer {name} tolerates errors but has no dead-letter queue"
+                    )
+                self.slots[name].dead_letter = DeadLettering(self.name, name, dead_letters)
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self.flush_interval_s = flush_interval_s
@@ -123,6 +137,9 @@ class PipelineRuntime:
         if self.source is not None:
             with contextlib.suppress(Exception):
                 await self.source.close()
+        if self.dead_letters is not None:
+            with contextlib.suppress(Exception):
+                await self.dead_letters.close()
 
     def failed_writers(self) -> list[str]:
         """Writers stopped by a failure (a bulk or replay their sink refused), by name."""
@@ -265,7 +282,7 @@ class PipelineRuntime:
                 batch = await fetching
                 fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
                 if batch:
-                    bulk = await prepare_bulk(slot.branch, slot.sink, batch)
+                    bulk = await prepare_bulk(slot.branch, slot.sink, batch, slot.dead_letter)
                     if not await sending.send(bulk):
                         return
                 elif sending.failed():
@@ -280,7 +297,8 @@ class PipelineRuntime:
 
     async def _write_bulk(self, slot: WriterSlot, batch: list[LogEntry]) -> bool:
         sending = Sending(slot.sink, functools.partial(self._confirmed, slot))
-        return await sending.send(await prepare_bulk(slot.branch, slot.sink, batch)) and await sending.drain()
+        bulk = await prepare_bulk(slot.branch, slot.sink, batch, slot.dead_letter)
+        return await sending.send(bulk) and await sending.drain()
 
     async def _confirmed(self, slot: WriterSlot, bulk: Bulk, error: Exception | None) -> bool:
         """The offset moves past a confirmed bulk; a failed one stops the writer and is replayed later."""
@@ -299,10 +317,18 @@ class PipelineRuntime:
         return True
 
     async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:
+        """One message; with errors_tolerance all a transform or conversion failure dead-letters it,
+        but a write the sink refuses stops the writer either way."""
         try:
-            message = None if entry.is_command else slot.branch.apply(entry.value)
-            if message is not None:
-                await slot.sink.write([message])
+            if slot.dead_letter is not None:
+                bulk = await prepare_bulk(slot.branch, slot.sink, [entry], slot.dead_letter)
+                await write_bulk(slot.sink, bulk, object())
+                written: int = bulk.count
+            else:
+                message = None if entry.is_command else slot.branch.apply(entry.value)
+                if message is not None:
+                    await slot.sink.write([message])
+                written = message is not None
         except Exception as exc:
             slot.state = slot.state.replay_failed(entry.offset, describe(exc))
             self._stopped(
@@ -313,7 +339,7 @@ class PipelineRuntime:
             )
             await self.flush(force=False)
             return False
-        slot.received += message is not None
+        slot.received += written
         slot.state = slot.state.replayed(entry.offset, entry.key)
         self.flags.dirty = True
         return True
@@ -388,7 +414,12 @@ class PipelineRuntime:
             "source_done": self.flags.source_done,
             "source_error": self.flags.source_error,
             "writers": {
-                n: {**s.state.to_json(), "running": s.running, "received": s.received}
+                n: {
+                    **s.state.to_json(),
+                    "running": s.running,
+                    "received": s.received,
+                    "dead_lettered": s.dead_letter.count if s.dead_letter else 0,
+                }
                 for n, s in self.slots.items()
             },
             "readers": {ns: r.to_json() for ns, r in self.readers.items()},

@@ -8,6 +8,7 @@ __all__ = [
     "InvalidDefinition",
     "LogCompactedAway",
     "PipelineError",
+    "TransformFailed",
     "UnknownPipeline",
     "UnknownWriter",
     "WriteFailed",
@@ -37,6 +38,15 @@ class WriterBusy(ConflictError):
 
 class WriteFailed(PipelineError):
     """A writer's sink refused or did not confirm a write."""
+
+
+class TransformFailed(PipelineError):
+    """A step of a writer's chain raised on a message (`step` names it, the cause is chained)."""
+
+    def __init__(self, step: str, error: Exception) -> None:
+        super().__init__(f"step {step}: {type(error).__name__}: {error}")
+        self.step = step
+        self.error = error
 
 
 class LogCompactedAway(ConflictError):

@@ -59,6 +59,11 @@ class PipelineTopics:
         return f"hubstream.pipeline.{self.name}.control"
 
     @property
+    def dlq(self) -> str:
+        """Dead letters of the writers with `errors_tolerance: all`."""
+        return f"hubstream.pipeline.{self.name}.dlq"
+
+    @property
     def changelog(self) -> str:
         return f"{self.app_id}-offsets-changelog"
 
@@ -71,10 +76,12 @@ def _invalid_entry(offset: int, reason: str) -> LogEntry:
 
 def _decode(topic: str, msg: Any) -> LogEntry:
     try:
-        return decode_entry(msg.offset(), msg.value())
+        entry = decode_entry(msg.offset(), msg.value())
     except InvalidInput as exc:
         log.warning("%s[0] offset=%d: skipped, not a log entry: %s", topic, msg.offset(), exc)
         return _invalid_entry(msg.offset(), str(exc))
+    entry.record_key = msg.key()
+    return entry
 
 
 class KafkaCommitLog:

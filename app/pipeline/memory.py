@@ -1,14 +1,15 @@
-"""In-memory commit log and state store: the ports without a broker (tests, dry runs)."""
+"""In-memory commit log, state store and dead-letter queue: the ports without a broker (tests, dry runs)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from app.pipeline.model import LogEntry, NewEntry
+from app.pipeline.model import LogEntry, NewEntry, record_key
 from app.pipeline.offsets import ReaderState, WriterState
+from app.pipeline.tolerance import DeadLetter
 
-__all__ = ["MemoryCommitLog", "MemoryCursor", "MemoryStateStore"]
+__all__ = ["MemoryCommitLog", "MemoryCursor", "MemoryDeadLetters", "MemoryStateStore"]
 
 
 class MemoryCommitLog:
@@ -22,7 +23,9 @@ class MemoryCommitLog:
             msg = new.message
             offset = len(self.entries)
             self.entries.append(
-                LogEntry(offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position)
+                LogEntry(
+                    offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, record_key(new)
+                )
             )
             offsets.append(offset)
         self._grew.set()
@@ -69,3 +72,17 @@ class MemoryStateStore:
                 self.history.append((name, state.offset))
         self.writers = dict(writers)
         self.readers = dict(readers)
+
+
+class MemoryDeadLetters:
+    """Keeps every dead letter sent, in order (a redelivered one appears twice)."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+        self.closed = False
+
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        self.letters.extend(letters)
+
+    async def close(self) -> None:
+        self.closed = True

@@ -73,6 +73,7 @@ class LogEntry:
     key: str
     value: Message
     position: Mapping[str, Any] = field(default_factory=dict)
+    record_key: bytes | None = None  # the commit-log record's key, where read from the log
 
     @property
     def is_command(self) -> bool:

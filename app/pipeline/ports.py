@@ -7,8 +7,18 @@ from typing import Any, Protocol, runtime_checkable
 
 from app.pipeline.model import LogEntry, Message, NewEntry
 from app.pipeline.offsets import ReaderState, WriterState
+from app.pipeline.tolerance import DeadLetter
 
-__all__ = ["CommitLog", "Cursor", "PipelinedSink", "Sink", "Source", "StateStore"]
+__all__ = [
+    "CheckedSink",
+    "CommitLog",
+    "Cursor",
+    "DeadLetterQueue",
+    "PipelinedSink",
+    "Sink",
+    "Source",
+    "StateStore",
+]
 
 
 class Cursor(Protocol):
@@ -58,6 +68,24 @@ class PipelinedSink(Sink, Protocol):
     async def write_prepared(self, prepared: Any, stream: object) -> None:
         """Bulk write of a prepared batch, with the guarantees of `write`."""
         ...
+
+
+@runtime_checkable
+class CheckedSink(Sink, Protocol):
+    """A sink that converts messages for its target inside `write` (e.g. JSON encoding) and can
+    check that conversion beforehand; a writer with `errors_tolerance: all` checks each bulk."""
+
+    def check(self, messages: Sequence[Message]) -> None:
+        """Raises when a message cannot be converted for the target; writes nothing."""
+        ...
+
+
+class DeadLetterQueue(Protocol):
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        """Returns once every letter is durable (the broker confirmed it), raises otherwise."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class Source(Protocol):

@@ -12,12 +12,15 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.producing import AsyncProducer
 from app.pipeline.definition import PipelineDefinition
 from app.pipeline.engine import PipelineRuntime
+from app.pipeline.kafka_dlq import KafkaDeadLetters
 from app.pipeline.kafka_log import KafkaCommitLog, PipelineTopics
 from app.pipeline.offsets import WriterState
 from app.pipeline.readers import build_source
 from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, writer_key
+from app.pipeline.tolerance import ErrorsTolerance
 from app.pipeline.writers import build_sink
 from app.settings import Settings
 
@@ -30,7 +33,7 @@ log = logging.getLogger(__name__)
 
 def ensure_topics(settings: Settings, topics: PipelineTopics) -> None:
     KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic()
-    KafkaAdmin(settings.bootstrap).create([TopicSpec(topics.control, 1)])
+    KafkaAdmin(settings.bootstrap).create([TopicSpec(topics.control, 1), TopicSpec(topics.dlq, 1)])
 
 
 def freeze_startup_heap() -> None:
@@ -156,6 +159,8 @@ class PipelineHost:
             batch_wait_s=definition.batch_wait_s,
             flush_interval_s=definition.flush_interval_s or self.settings.offset_flush_interval_s,
             restart_after_s=definition.restart_after_s,
+            errors_tolerance={w.name: w.errors_tolerance for w in definition.writers},
+            dead_letters=self._dead_letters(),
         )
         freeze_startup_heap()
         await runtime.start()
@@ -186,6 +191,12 @@ class PipelineHost:
                     log.info("pipeline %s idle: stopping", definition.name)
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
+
+    def _dead_letters(self) -> KafkaDeadLetters | None:
+        if all(w.errors_tolerance is ErrorsTolerance.NONE for w in self.definition.writers):
+            return None
+        producer = AsyncProducer(self.settings.bootstrap, name=f"pipeline-{self.definition.name}-dlq")
+        return KafkaDeadLetters(producer, self.topics.dlq)
 
     async def shutdown(self) -> None:
         """Clean shutdown: writers get up to `shutdown_timeout_s` (30 s) to commit."""

@@ -193,9 +193,12 @@ class MysqlSink(_Threaded):
             conn.close()
 
     async def prepare(self, messages: Sequence[Message]) -> MysqlBulk:
-        """The statements for the server's quoting mode (known once connected), built in their thread."""
+        """The statements for the server's quoting mode, built in their thread (raises on a value that
+        has no SQL literal, e.g. NaN). Before the first connection they are built for the default mode
+        (backslash escapes on); a bulk built for the other mode is built again when written."""
+        mode = True if self._backslash_escapes is None else self._backslash_escapes
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._builder, self._build, messages, self._backslash_escapes)
+        return await loop.run_in_executor(self._builder, self._build, messages, mode)
 
     async def write_prepared(self, prepared: MysqlBulk, stream: object = None) -> None:
         """Written after the writes already made (one thread), unless one of the same stream failed."""
@@ -313,6 +316,10 @@ class KafkaSink(_Threaded):
             {"bootstrap.servers": settings.bootstrap, "enable.idempotence": True, "linger.ms": 5}
         )
 
+    def check(self, messages: Sequence[Message]) -> None:
+        for m in messages:
+            orjson.dumps(m.data, default=str)
+
     def _write_blocking(self, messages: Sequence[Message]) -> None:
         errors: list[str] = []
         crash_point("pipeline.writer.kafka.produce")
@@ -351,6 +358,10 @@ class JsonlSink(_Threaded):
         super().__init__("sink-jsonl")
         self.path = Path(str(options["path"]))
         self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def check(self, messages: Sequence[Message]) -> None:
+        for m in messages:
+            orjson.dumps(message_json(m), default=str)
 
     def _write_blocking(self, messages: Sequence[Message]) -> None:
         lines = b"".join(orjson.dumps(message_json(m), default=str) + b"\n" for m in messages)

@@ -51,6 +51,7 @@ POINT_ELSEWHERE = {
     "app/pipeline/engine.py::_run_writer": "hands bulks to the writers, which pass pipeline.writer.*",
     "app/pipeline/engine.py::_write_bulk": "as above",
     "app/pipeline/kafka_log.py::_append_blocking": "KafkaCommitLog.append passes pipeline.log.append",
+    "app/pipeline/kafka_dlq.py::send": "bulk.DeadLettering passes pipeline.dlq.confirmed after it",
 }
 
 # Not a write that a delivery promise rests on.
