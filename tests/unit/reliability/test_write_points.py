@@ -78,6 +78,10 @@ NOT_DATA = {
         " deleted); a crash there is a job that did not start, and the next run does it again"
     ),
     "app/pipeline/readers.py::_query": "the MySQL reader's SELECT",
+    "app/pipeline/binlog.py::_query": "the binlog reader's SELECTs (tables, keys, snapshot rows)",
+    "app/pipeline/binlog.py::_begin_snapshot": "opens a read-only consistent-snapshot transaction",
+    "app/pipeline/binlog.py::_end_snapshot": "ends that read-only transaction",
+    "app/stack/services.py::check_binlog_server": "local stack set-up (binlog check, CREATE DATABASE)",
     "app/stack/services.py::ensure_mysql_database": "local stack set-up (CREATE DATABASE)",
 }
 
