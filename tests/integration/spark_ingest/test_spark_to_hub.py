@@ -1,4 +1,4 @@
-"""Acceptance of the Spark ingest: 100,000 events from a generated Parquet file -> composite topic
+"""Acceptance of the Spark ingest: 60,000 events from a generated Parquet file -> composite topic
 -> subscription (batch sink `hub`) -> Cosmos message hub, under an exact batch.
 
 The batch completes; every valid event is peekable exactly once, and each recipient's bundles hand
@@ -29,11 +29,11 @@ from spark_ingest.sample import SampleSpec, recipient_ids, sample_rows, write_sa
 from tests.integration.spark_ingest.conftest import read_back
 from tests.integration.spark_ingest.test_batch_api import worker, worker_env
 
-# Two 100,000-event ingests through one worker into the embedded Cosmos endpoint: 7-10 minutes on
-# 2 cores, so more than the suite's default per-test timeout.
+# Two 60,000-event ingests through one worker into the embedded Cosmos endpoint: about 4-6 minutes
+# on 2 cores, so more than the suite's default per-test timeout.
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
-EVENTS, RECIPIENTS, INVALID = 100_000, 40, 20
+EVENTS, RECIPIENTS, INVALID = 60_000, 40, 20
 CAPABILITIES = ("agents.batches", "agents.hub", "agents.flow", "agents.subscriptions")
 WAIT_S = 1200.0
 
