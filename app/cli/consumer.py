@@ -24,8 +24,10 @@ from app.consumer import (
     run_forever,
 )
 from app.consumer.inspect import dead_letters, key_state, members
+from app.consumer.replay import replay_dead_letters
 from app.errors import InvalidInput
 from app.settings import get_settings
+from app.subscription.replay import ReplaySelection
 
 
 def load_callable(spec: str) -> Any:
@@ -135,3 +137,29 @@ def dlq_cmd(name: str, limit: int) -> None:
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
     echo_json(dead_letters(get_settings().bootstrap, name, limit))
+
+
+@consumer.command("replay")
+@click.argument("name")
+@click.option("--key", "key", help="only this ordering key's dead letters")
+@click.option("--message-id")
+@click.option("--since-ms", type=int, help="failed at or after (epoch ms)")
+@click.option("--until-ms", type=int, help="failed at or before (epoch ms)")
+@click.option("--all", "everything", is_flag=True, help="every unresolved dead letter")
+def replay_cmd(
+    name: str,
+    key: str | None,
+    message_id: str | None,
+    since_ms: int | None,
+    until_ms: int | None,
+    everything: bool,
+) -> None:
+    """Replay the selected unresolved dead letters of consumer NAME through its retry topic, in each
+    key's order (every copy stopped). A replay that fails goes back to DLQ once; nothing loops."""
+    selection = ReplaySelection(key, message_id, since_ms, until_ms)
+    if selection == ReplaySelection() and not everything:
+        raise click.UsageError(
+            "select dead letters with --key, --message-id, --since-ms/--until-ms, or --all"
+        )
+    crashpoints.arm(get_settings().crash_at)  # fault injection for crash tests; nothing when unset
+    echo_json(replay_dead_letters(get_settings().bootstrap, name, selection))

@@ -171,9 +171,11 @@ class Engine:
     async def _failed(self, work: Work, state: GroupState | None, exc: Exception) -> Outcome:
         failed = (work.meta.failed_attempts if work.meta is not None else 0) + 1
         retry = self.settings.retry
-        failure = FailureInfo(type(exc).__name__, str(exc), _source(work.record), self._now_ms(), "failed")
+        replay = work.meta is not None and work.meta.replay  # a replayed dead letter never retries
+        reason = "replay-failed" if replay else "failed"
+        failure = FailureInfo(type(exc).__name__, str(exc), _source(work.record), self._now_ms(), reason)
         by_type = getattr(exc, "retriable", True)
-        if retry.is_retriable(bool(by_type)) and retry.may_retry(failed):
+        if not replay and retry.is_retriable(bool(by_type)) and retry.may_retry(failed):
             due = self._now_ms() + int(retry.delay_s(failed) * 1000)
             meta = self._meta(work, failed=failed, due_ms=due, failure=failure)
             return await self._to_retry(work, state, meta, failed=True)
@@ -224,6 +226,7 @@ class Engine:
             failed_attempts=attempts,
             due_ms=due_ms,
             failure=failure,
+            replay=base is not None and base.replay,  # a replay sidelined again stays one
         )
 
     def _headers(self, work: Work, meta: InternalMeta) -> list[tuple[str, bytes]]:

@@ -1,0 +1,140 @@
+"""Replaying a library consumer's dead letters, with the subscription's rules (`app.subscription.
+replay.select_replays`, `on_unsidelined`) applied per source partition.
+
+Runs while no copy of the consumer is alive (no copy owns the keys' states meanwhile): copies the
+selected DLQ records of each key, in the key's DLQ order, into `<name>-retry` (partition = the
+source partition, marked `hs-replay`, attempts reset), then writes each key's new state (DLQ
+consumed up to its last replayed entry, the retry copies recorded) to `<name>-state`. Copies of the
+consumer started afterwards hand the replays to the handler before the key's later messages; a
+replay that fails goes back to DLQ once (reason `replay-failed`), never to a retry.
+
+A crash between the copies and the state writes leaves copies the states do not record: the next
+copy to start adopts them (`app.consumer.orphans`), and a second replay of the same selection
+hands those messages over again (at least once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+import orjson
+
+from app.consumer.engine import KEY_HEADER
+from app.consumer.inspect import members
+from app.crashpoints import crash_point
+from app.errors import ConflictError
+from app.kafka.admin import KafkaAdmin
+from app.kafka.producing import AsyncProducer
+from app.kafka.reading import read_from
+from app.subscription.errors import UndecodableMessage
+from app.subscription.records import InternalMeta, decode_internal, encode_internal
+from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
+from app.subscription.state import GroupState, MessageState, on_unsidelined
+
+__all__ = ["ConsumerRunning", "replay_dead_letters"]
+
+
+class ConsumerRunning(ConflictError):
+    """A copy of the consumer is alive: stop every copy before replaying its dead letters."""
+
+
+def _newest_states(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, dict[str, GroupState]]:
+    states: dict[int, dict[str, GroupState]] = defaultdict(dict)
+    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+        key = (msg.key() or b"").decode("utf-8", "replace")
+        if msg.value() is None:
+            states[msg.partition()].pop(key, None)
+        else:
+            states[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
+    return states
+
+
+def _dead_letters(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, list[tuple[DlqEntry, Any]]]:
+    """Each partition's dead letters of a known key (undecodable records have none: never replayed)."""
+    found: dict[int, list[tuple[DlqEntry, Any]]] = defaultdict(list)
+    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+        headers = list(msg.headers() or ())
+        key = dict(headers).get(KEY_HEADER)
+        if key is None:
+            continue
+        try:
+            meta = decode_internal(headers)
+        except UndecodableMessage:
+            continue
+        failed_ms = meta.failure.failed_ms if meta.failure is not None else 0
+        entry = DlqEntry(
+            key.decode("utf-8", "replace"),
+            meta.message_id,
+            meta.main,
+            meta.main_partition,
+            (0, msg.offset()),
+            failed_ms,
+        )
+        found[msg.partition()].append((entry, msg))
+    return found
+
+
+async def _copy_and_record(
+    bootstrap: str,
+    name: str,
+    plans: dict[int, dict[str, list[DlqEntry]]],
+    records: dict[Any, Any],
+    states: dict[int, dict[str, GroupState]],
+) -> None:
+    producer = AsyncProducer(bootstrap, name=f"{name}-replay")
+    try:
+        written: dict[tuple[int, str], list[MessageState]] = defaultdict(list)
+        for partition, plan in plans.items():
+            for key, picked in plan.items():
+                for entry in picked:
+                    msg = records[(partition, entry.dlq[1])]
+                    meta = InternalMeta(entry.main, entry.main_partition, entry.message_id, 0, 0, replay=True)
+                    headers = [*encode_internal(meta, msg.headers()), (KEY_HEADER, key.encode())]
+                    crash_point("consumer.replay.retry_copy")
+                    delivered = await producer.send(
+                        f"{name}-retry", partition, msg.key(), msg.value(), headers
+                    )
+                    written[(partition, key)].append(MessageState.at(entry.main, (0, delivered.offset)))
+        crash_point("consumer.replay.states")  # copies in the retry topic, the states do not say so yet
+        for partition, plan in plans.items():
+            for key, picked in plan.items():
+                last = picked[-1]
+                old = states.get(partition, {}).get(key) or GroupState()
+                new = on_unsidelined(old, MessageState.at(last.main, last.dlq), written[(partition, key)])
+                value = orjson.dumps({"s": new.to_json(), "replayed": True})
+                await producer.send(f"{name}-state", partition, key.encode(), value)
+    finally:
+        await producer.close()
+
+
+def replay_dead_letters(bootstrap: str, name: str, selection: ReplaySelection) -> dict[str, Any]:
+    """Replay the selected unresolved dead letters (`selection.group_id` selects an ordering key)."""
+    alive = members(bootstrap, name)
+    if alive:
+        raise ConsumerRunning(
+            f"consumer {name!r} has {len(alive)} live copies ({', '.join(m.member for m in alive[:3])}); "
+            "stop every copy before replaying its dead letters"
+        )
+    partitions = list(range(KafkaAdmin(bootstrap).topics().get(f"{name}-dlq", 0)))
+    states = _newest_states(bootstrap, f"{name}-state", partitions)
+    letters = _dead_letters(bootstrap, f"{name}-dlq", partitions)
+    plans: dict[int, dict[str, list[DlqEntry]]] = {}
+    records: dict[tuple[int, int], Any] = {}
+    for partition, found in letters.items():
+        plan = select_replays([entry for entry, _ in found], states.get(partition, {}), selection)
+        if plan:
+            plans[partition] = plan
+            records.update(((partition, entry.dlq[1]), msg) for entry, msg in found)
+    if plans:
+        asyncio.run(_copy_and_record(bootstrap, name, plans, records, states))
+    return {
+        "consumer": name,
+        "replayed": sum(len(picked) for plan in plans.values() for picked in plan.values()),
+        "keys": {
+            f"{key}@{partition}": [e.message_id for e in picked]
+            for partition, plan in sorted(plans.items())
+            for key, picked in sorted(plan.items())
+        },
+    }
