@@ -13,7 +13,9 @@ from typing import Any
 import faust
 
 from app.pipeline.definition import load_definition
+from app.pipeline.operator import PipelineOperator
 from app.pipeline.service import PipelineHost
+from app.pipeline.web import register_views
 from app.settings import Settings
 from tables.pipelines import offsets_table
 
@@ -28,6 +30,7 @@ def register(app: faust.App, settings: Settings) -> None:
         return
     host = PipelineHost(settings, load_definition(settings.pipeline_file))
     app.pipeline_host = host  # type: ignore[attr-defined]  # its exit_code, for `pipeline run`
+    register_views(app, {host.definition.name: PipelineOperator(host)}, settings)
     # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
     # (app.kafka.faust_compat); Faust's recovery consistency check stays on.
     table = offsets_table(app)

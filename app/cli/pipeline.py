@@ -1,19 +1,24 @@
 """`hubstream pipeline ...`: run a pipeline and operate on its offsets and commit log.
 
-Writers are named NAME/WRITER (pipeline, then writer). Reads (status, log, offsets) come straight
-from Kafka; changes (mark, step, resume) are control records the running pipeline applies (a
-mark sent while it is stopped is applied when it starts).
+Writers are named NAME/WRITER (pipeline, then writer). Commands talk to the pipeline process's HTTP
+API (`--url`, default http://WEB_HOST:PIPELINE_WEB_PORT). When no process serves the pipeline there,
+reads (status, log, offsets) come straight from Kafka (said on stderr), a mark is sent as a control
+record the pipeline applies when it starts, and pause / resume / step fail with a message.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import click
 import orjson
 
 from app.cli.common import HubstreamGroup, echo_json
-from app.errors import InvalidInput
+from app.cli.pipeline_client import PipelineClient, default_url
+from app.errors import InvalidInput, NotFound, ServiceUnavailable
+from app.pipeline.errors import UnknownPipeline, UnknownWriter
 from app.settings import Settings, get_settings
 
 __all__ = ["pipeline"]
@@ -25,6 +30,10 @@ def _topics(settings: Settings, name: str):  # type: ignore[no-untyped-def]
     return PipelineTopics.of(name, settings.app_id)
 
 
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
+
+
 def _writer_ref(ref: str) -> tuple[str, str]:
     name, sep, writer = ref.partition("/")
     if not sep or not name or not writer:
@@ -34,7 +43,6 @@ def _writer_ref(ref: str) -> tuple[str, str]:
 
 def _state(settings: Settings, name: str) -> dict[str, object]:
     from app.kafka.admin import KafkaAdmin
-    from app.pipeline.errors import UnknownPipeline
     from app.pipeline.state import read_state
 
     topics = _topics(settings, name)
@@ -49,9 +57,33 @@ def _send(settings: Settings, name: str, record: dict[str, object]) -> None:
     ControlChannel(settings.bootstrap, _topics(settings, name).control).send_blocking([record])
 
 
+def _client() -> PipelineClient:
+    settings = get_settings()
+    url = click.get_current_context().meta.get("pipeline_url") or default_url(settings)
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return PipelineClient(url, token)
+
+
+def _live(path: str, query: dict[str, int] | None = None) -> Any:
+    """GET from the pipeline process, or None (said on stderr) when no process serves the pipeline."""
+    client = _client()
+    try:
+        return client.get(path, query)
+    except (ServiceUnavailable, NotFound) as exc:
+        if isinstance(exc, UnknownWriter):
+            raise
+        click.echo(f"note: {exc}; reading the state from Kafka instead", err=True)
+        return None
+
+
 @click.group(cls=HubstreamGroup)
-def pipeline() -> None:
+@click.option(
+    "--url", default=None, help="The pipeline process's HTTP API (default http://WEB_HOST:PIPELINE_WEB_PORT)."
+)
+@click.pass_context
+def pipeline(ctx: click.Context, url: str | None) -> None:
     """At-least-once pipelines: reader -> commit log -> per-writer filters/transforms -> writers."""
+    ctx.meta["pipeline_url"] = url
 
 
 @pipeline.command("run")
@@ -60,7 +92,10 @@ def pipeline() -> None:
 @click.option(
     "--exit-when-idle", is_flag=True, help="Stop once the reader is done and every writer caught up."
 )
-def run(file: Path, loglevel: str, exit_when_idle: bool) -> None:
+@click.option(
+    "--web-port", type=int, default=None, help="Port of its HTTP API (default PIPELINE_WEB_PORT, 8083)."
+)
+def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None) -> None:
     """Run the pipeline defined in FILE (.yaml/.yml or a .py module defining PIPELINE)."""
     from faust.worker import Worker
 
@@ -76,6 +111,8 @@ def run(file: Path, loglevel: str, exit_when_idle: bool) -> None:
             "app_id": topics.app_id,
             "pipeline_file": file.resolve(),
             "pipeline_exit_when_idle": exit_when_idle,
+            # its own port (a worker may use WEB_PORT), which also names its datadir
+            "web_port": web_port or base.pipeline_web_port,
         }
     )
     ensure_topics(settings, topics)
@@ -96,7 +133,11 @@ def run(file: Path, loglevel: str, exit_when_idle: bool) -> None:
 @pipeline.command("status")
 @click.argument("name")
 def status(name: str) -> None:
-    """Reader position and mode per namespace, each writer's offset and lag."""
+    """Reader position and mode per namespace, each writer's state, offset, lag and last error."""
+    live = _live(f"/pipelines/{_q(name)}/status")
+    if live is not None:
+        echo_json(live)
+        return
     from app.kafka.admin import true_end_offsets
     from app.pipeline.state import split_states
 
@@ -107,6 +148,7 @@ def status(name: str) -> None:
     echo_json(
         {
             "pipeline": name,
+            "state": "unreachable",
             "commit_log": {"topic": topics.log, "end_offset": end},
             "reader": {ns: r.to_json() for ns, r in sorted(readers.items())},
             "writers": {
@@ -122,35 +164,44 @@ def log_group() -> None:
     """The pipeline's commit log."""
 
 
+def _log_entries(name: str, first: int, last: int) -> list[dict[str, Any]]:
+    """Through the HTTP API, MAX_LOG_RANGE entries a request; from Kafka when no process serves it."""
+    from app.pipeline.operator import MAX_LOG_RANGE
+
+    entries: list[dict[str, Any]] = []
+    position = first
+    while position <= last:
+        to = min(position + MAX_LOG_RANGE - 1, last)
+        page = _live(f"/pipelines/{_q(name)}/log", {"from": position, "to": to})
+        if page is None:
+            return entries + _kafka_log(name, position, last)
+        entries.extend(page["entries"])
+        if to >= page["end_offset"] - 1:
+            break
+        position = to + 1
+    return entries
+
+
+def _kafka_log(name: str, first: int, last: int) -> list[dict[str, Any]]:
+    from app.pipeline.kafka_log import read_log_range
+    from app.pipeline.operator import entry_json
+
+    settings = get_settings()
+    _state(settings, name)
+    topic = _topics(settings, name).log
+    return [entry_json(e) for e in read_log_range(settings.bootstrap, topic, first, last)]
+
+
 @log_group.command("show")
 @click.argument("name")
 @click.option("--from", "first", type=int, default=0, show_default=True)
 @click.option("--to", "last", type=int, default=None, help="Last offset (inclusive); default first + 99.")
 def log_show(name: str, first: int, last: int | None) -> None:
     """Entries of the commit log from offset X to Y, one JSON object per line."""
-    from app.pipeline.kafka_log import read_log_range
-
     if first < 0 or (last is not None and last < first):
         raise InvalidInput("--from must be >= 0 and --to >= --from")
-    settings = get_settings()
-    _state(settings, name)
-    for entry in read_log_range(
-        settings.bootstrap, _topics(settings, name).log, first, first + 99 if last is None else last
-    ):
-        value = entry.value
-        click.echo(
-            orjson.dumps(
-                {
-                    "offset": entry.offset,
-                    "timestamp_ms": entry.timestamp_ms,
-                    "mode": entry.mode.name.lower(),
-                    "key": entry.key,
-                    "value": {"op": value.op.value, "namespace": value.namespace, "data": value.data},
-                    "position": entry.position,
-                },
-                default=str,
-            ).decode()
-        )
+    for entry in _log_entries(name, first, first + 99 if last is None else last):
+        click.echo(orjson.dumps(entry, default=str).decode())
 
 
 @pipeline.group("offset", cls=HubstreamGroup)
@@ -158,38 +209,49 @@ def offset_group() -> None:
     """Writer offsets (the seed's offset log)."""
 
 
+def _writer_states(name: str) -> dict[str, dict[str, Any]]:
+    live = _live(f"/pipelines/{_q(name)}/offsets")
+    if live is not None:
+        writers: dict[str, dict[str, Any]] = live["writers"]
+        return writers
+    from app.pipeline.state import split_states
+
+    states, _ = split_states(_state(get_settings(), name))  # type: ignore[arg-type]
+    return {w: s.to_json() for w, s in states.items()}
+
+
 @offset_group.command("list")
 @click.argument("name")
 def offset_list(name: str) -> None:
     """Every writer's offset in pipeline NAME."""
-    from app.pipeline.state import split_states
-
-    writers, _ = split_states(_state(get_settings(), name))  # type: ignore[arg-type]
-    echo_json({w: s.offset for w, s in sorted(writers.items())})
+    echo_json({w: s["offset"] for w, s in sorted(_writer_states(name).items())})
 
 
 @offset_group.command("show")
 @click.argument("writer")
 def offset_show(writer: str) -> None:
     """One writer (NAME/WRITER): offset, failed range, per-namespace offsets."""
-    from app.pipeline.errors import UnknownWriter
-    from app.pipeline.state import split_states
-
     name, writer_name = _writer_ref(writer)
-    writers, _ = split_states(_state(get_settings(), name))  # type: ignore[arg-type]
+    writers = _writer_states(name)
     if writer_name not in writers:
         raise UnknownWriter(f"pipeline {name} has no committed offset for writer {writer_name!r}")
-    echo_json({"writer": writer, **writers[writer_name].to_json()})
+    echo_json({"writer": writer, **writers[writer_name]})
 
 
 @offset_group.command("mark")
 @click.argument("writer")
 @click.argument("offset", type=int)
 def offset_mark(writer: str, offset: int) -> None:
-    """Mark everything up to OFFSET acknowledged for NAME/WRITER without sending it."""
+    """Mark everything up to OFFSET acknowledged for NAME/WRITER without sending it (sent as a control
+    record, applied when the pipeline starts, when no process serves it)."""
+    name, writer_name = _writer_ref(writer)
+    try:
+        echo_json(_client().post(_writer_path(name, writer_name, "offset"), {"offset": offset}))
+        return
+    except (ServiceUnavailable, UnknownPipeline) as exc:
+        click.echo(f"note: {exc}; sending the mark as a control record", err=True)
     from app.kafka.admin import true_end_offsets
 
-    name, writer_name = _writer_ref(writer)
     settings = get_settings()
     _state(settings, name)
     end = true_end_offsets(settings.bootstrap, [(_topics(settings, name).log, 0)])[0]
@@ -199,23 +261,32 @@ def offset_mark(writer: str, offset: int) -> None:
     echo_json({"sent": "mark", "writer": writer, "offset": offset})
 
 
+def _writer_path(name: str, writer: str, action: str) -> str:
+    return f"/pipelines/{_q(name)}/writers/{_q(writer)}/{action}"
+
+
 @pipeline.command("step")
 @click.argument("writer")
 def step(writer: str) -> None:
-    """Have the running pipeline process one message for NAME/WRITER (stopping it first)."""
+    """Have the running pipeline write the next message of the stopped (paused or failed) NAME/WRITER."""
     name, writer_name = _writer_ref(writer)
-    settings = get_settings()
-    _state(settings, name)
-    _send(settings, name, {"kind": "step", "writer": writer_name})
-    echo_json({"sent": "step", "writer": writer})
+    echo_json(_client().post(_writer_path(name, writer_name, "step")))
+
+
+@pipeline.command("pause")
+@click.argument("name")
+@click.option("--writer", default=None, help="Only this writer (default: every running writer).")
+def pause(name: str, writer: str | None) -> None:
+    """Pause writers of the running pipeline: they stop after their confirmed writes, keep their offset."""
+    path = _writer_path(name, writer, "pause") if writer else f"/pipelines/{_q(name)}/pause"
+    echo_json(_client().post(path))
 
 
 @pipeline.command("resume")
 @click.argument("name")
 @click.option("--writer", default=None, help="Only this writer (default: every stopped writer).")
 def resume(name: str, writer: str | None) -> None:
-    """Restart stopped writers of the running pipeline (a failed range is replayed one at a time)."""
-    settings = get_settings()
-    _state(settings, name)
-    _send(settings, name, {"kind": "resume", "writer": writer})
-    echo_json({"sent": "resume", "pipeline": name, "writer": writer})
+    """Restart paused or stopped writers of the running pipeline (a failed range is replayed one
+    at a time)."""
+    path = _writer_path(name, writer, "resume") if writer else f"/pipelines/{_q(name)}/resume"
+    echo_json(_client().post(path))

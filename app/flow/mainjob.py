@@ -168,7 +168,7 @@ def _pipeline_process(settings: Settings, topic: str) -> ManagedProcess:
         argv=argv,
         home=settings.home,
         healthy=lambda: web_answers("127.0.0.1", port),
-        env={"HUBSTREAM_HOME": str(home), "WEB_PORT": str(port)},
+        env={"HUBSTREAM_HOME": str(home), "PIPELINE_WEB_PORT": str(port)},
         start_timeout_s=120.0,
     )
 

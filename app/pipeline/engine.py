@@ -43,10 +43,20 @@ class WriterSlot:
     stopped_at: float | None = None
     received: int = 0
     dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
+    paused: bool = False  # by the operator: not restarted until resumed
 
     @property
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
+
+    @property
+    def phase(self) -> str:
+        """running, paused, failed (a failed range waits for replay) or stopped."""
+        if self.running:
+            return "running"
+        if self.paused:
+            return "paused"
+        return "failed" if self.state.failed is not None else "stopped"
 
 
 @dataclass
@@ -174,7 +184,12 @@ class PipelineRuntime:
             if self.restart_after_s > 0:
                 now = time.monotonic()
                 for slot in self.slots.values():
-                    if not slot.running and slot.stopped_at and now - slot.stopped_at >= self.restart_after_s:
+                    if (
+                        not slot.running
+                        and not slot.paused
+                        and slot.stopped_at
+                        and now - slot.stopped_at >= self.restart_after_s
+                    ):
                         log.info(
                             "pipeline %s: restarting writer %s after %.0f s",
                             self.name,
@@ -278,7 +293,7 @@ class PipelineRuntime:
             # The next batch is read and prepared while the sink writes; the offset moves past a bulk
             # only once it is confirmed, oldest first. An unconfirmed bulk is read again next time.
             fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
-            while not self.flags.stopping:
+            while not self.flags.stopping and not slot.paused:
                 batch = await fetching
                 fetching = asyncio.create_task(cursor.next_batch(self.batch_size, self.batch_wait_s))
                 if batch:
@@ -346,7 +361,7 @@ class PipelineRuntime:
 
     async def _replay(self, slot: WriterSlot, cursor: Cursor) -> bool:
         """Seed "Message Failures": the failed range again, ONE message at a time."""
-        while slot.state.failed is not None and not self.flags.stopping:
+        while slot.state.failed is not None and not self.flags.stopping and not slot.paused:
             batch = await cursor.next_batch(1, self.batch_wait_s)
             if not batch:
                 continue
@@ -377,9 +392,28 @@ class PipelineRuntime:
         started = []
         for slot in self.slots.values():
             if (name is None or slot.name == name) and not slot.running:
+                slot.paused = False
                 self._start_writer(slot)
                 started.append(slot.name)
         return started
+
+    async def pause(self, name: str, timeout_s: float = 30.0) -> bool:
+        """Stop a writer after the bulks it has in flight are confirmed (so nothing is written twice);
+        it keeps its offset and stays stopped until resumed. False when it was not running."""
+        slot = self.slot(name)
+        slot.paused = True
+        if not slot.running:
+            return False
+        assert slot.task is not None
+        _, pending = await asyncio.wait([slot.task], timeout=timeout_s)
+        if pending:  # a sink that does not answer: its unconfirmed bulk is redelivered on resume
+            await self._halt(slot)
+        self.flags.dirty = True
+        await self.flush()
+        log.warning(
+            "pipeline %s: writer %s paused at offset=%d by the operator", self.name, name, slot.state.offset
+        )
+        return True
 
     async def mark(self, name: str, offset: int) -> WriterState:
         slot = self.slot(name)

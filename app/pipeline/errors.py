@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound
+from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound, ServiceUnavailable
 
 __all__ = [
     "InvalidDefinition",
     "LogCompactedAway",
     "PipelineError",
+    "PipelineNotRunning",
     "TransformFailed",
     "UnknownPipeline",
     "UnknownWriter",
@@ -26,6 +27,10 @@ class InvalidDefinition(InvalidInput):
 
 class UnknownPipeline(NotFound):
     """No pipeline state exists under that name."""
+
+
+class PipelineNotRunning(ServiceUnavailable):
+    """The pipeline process is starting (recovering its offsets) or stopping; retry."""
 
 
 class UnknownWriter(NotFound):

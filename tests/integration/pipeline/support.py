@@ -20,11 +20,12 @@ HUBSTREAM = str(Path(sys.executable).with_name("hubstream"))
 
 
 def start(file: Path, home: Path, port: int, **extra_env: str) -> subprocess.Popen[bytes]:
-    """`hubstream pipeline run FILE` with its own home (datadir) and web port; output to home/run-*.log."""
+    """`hubstream pipeline run FILE` with its own home (datadir) and HTTP API port; output to
+    home/run-*.log."""
     env = {
         **os.environ,
         "HUBSTREAM_HOME": str(home),
-        "WEB_PORT": str(port),
+        "PIPELINE_WEB_PORT": str(port),
         "BROKER_SESSION_TIMEOUT_S": "6",
         "BROKER_REBALANCE_TIMEOUT_S": "6",
         **extra_env,
@@ -58,16 +59,18 @@ def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([HUBSTREAM, "pipeline", *args], capture_output=True, timeout=60)
+def cli(*args: str, port: int | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`hubstream pipeline ARGS`, talking to the pipeline process on `port` when given."""
+    url = ["--url", f"http://127.0.0.1:{port}"] if port else []
+    return subprocess.run([HUBSTREAM, "pipeline", *url, *args], capture_output=True, timeout=60)
 
 
-def cli_json(*args: str) -> Any:
-    done = cli(*args)
+def cli_json(*args: str, port: int | None = None) -> Any:
+    done = cli(*args, port=port)
     assert done.returncode == 0, (args, done.stderr.decode())
     return orjson.loads(done.stdout)
 
 
-def status(name: str) -> dict[str, Any]:
-    report: dict[str, Any] = cli_json("status", name)
+def status(name: str, port: int | None = None) -> dict[str, Any]:
+    report: dict[str, Any] = cli_json("status", name, port=port)
     return report

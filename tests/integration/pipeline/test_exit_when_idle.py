@@ -38,7 +38,7 @@ def run_idle(tmp_path: Path, name: str, poison: bool) -> subprocess.CompletedPro
         "writers:\n"
         f"  - {{name: file, type: jsonl, path: {target}, transforms: ['transforms.py:refuse_poison']}}\n"
     )
-    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "WEB_PORT": str(free_port())}
+    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
     return subprocess.run(
         [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
         env=env,

@@ -1,5 +1,6 @@
 """A live pipeline (JSON-lines reader -> Kafka-topic writer and JSON-lines writer) operated through the
-CLI: status, log show, offset list/show/mark, step and resume; then a clean restart on its own datadir."""
+CLI, which talks to the process's HTTP API: status, log show, offset list/show/mark, step and resume;
+then a clean restart on its own datadir. Without the process, reads come from Kafka and resume fails."""
 
 from __future__ import annotations
 
@@ -66,16 +67,16 @@ def test_operator_commands_on_a_live_pipeline(stack: Settings, unique: str, tmp_
     port = free_port()
     proc = start(file, tmp_path, port)
     try:
-        wait(lambda: cli("status", name).returncode == 0, 60, "the pipeline's commit log")
+        wait(lambda: cli("status", name, port=port).returncode == 0, 60, "the pipeline's commit log")
         wait(
             lambda: (
-                (s := status(name))["writers"].get("bus", {}).get("offset") == 41
+                (s := status(name, port=port))["writers"].get("bus", {}).get("offset") == 41
                 and (s["writers"].get("file", {}).get("failed") or None) is not None
             ),
             60,
             "bus at the end and file stopped by the poison message",
         )
-        report = status(name)
+        report = status(name, port=port)
         assert report["commit_log"]["end_offset"] == 42
         assert report["reader"]["docs"]["mode"] == "complete"
         assert report["writers"]["bus"]["lag"] == 0 and not report["writers"]["bus"]["stopped"]
@@ -86,32 +87,44 @@ def test_operator_commands_on_a_live_pipeline(stack: Settings, unique: str, tmp_
 
         entries = [
             orjson.loads(line)
-            for line in cli("log", "show", name, "--from", "24", "--to", "26").stdout.splitlines()
+            for line in cli("log", "show", name, "--from", "24", "--to", "26", port=port).stdout.splitlines()
         ]
         assert [e["offset"] for e in entries] == [24, 25, 26]
         assert entries[1]["value"]["data"] == {"id": f"d{POISON}", "seq": POISON, "poison": True}
         assert entries[1]["key"] == "docs" and entries[1]["mode"] == "copy"
-        assert cli_json("offset", "list", name) == {"bus": 41, "file": failed["first"] - 1}
+        assert cli_json("offset", "list", name, port=port) == {"bus": 41, "file": failed["first"] - 1}
 
         # resume: the failed range again ONE at a time; the poison stops it at the last good offset.
-        assert cli_json("resume", name)["sent"] == "resume"
-        wait(lambda: status(name)["writers"]["file"]["offset"] == POISON - 1, 30, "replay up to the poison")
-        shown = cli_json("offset", "show", f"{name}/file")
+        assert cli_json("resume", name, port=port) == {"pipeline": name, "resumed": ["file"]}
+        wait(
+            lambda: status(name, port=port)["writers"]["file"]["offset"] == POISON - 1,
+            30,
+            "replay up to the poison",
+        )
+        shown = cli_json("offset", "show", f"{name}/file", port=port)
         assert shown["failed"]["failed_offset"] == POISON and "poison message" in shown["failed"]["error"]
 
-        bad = cli("offset", "mark", f"{name}/file", "999")
+        bad = cli("offset", "mark", f"{name}/file", "999", port=port)
         assert bad.returncode == 2 and b"outside" in bad.stderr
-        assert cli("offset", "show", name).returncode == 2  # NAME/WRITER expected
+        assert cli("offset", "show", name, port=port).returncode == 2  # NAME/WRITER expected
 
         # mark the poison acknowledged without sending it, step one message, resume the rest.
-        cli_json("offset", "mark", f"{name}/file", str(POISON))
-        wait(lambda: status(name)["writers"]["file"]["offset"] == POISON, 30, "the mark")
-        cli_json("step", f"{name}/file")
-        wait(lambda: status(name)["writers"]["file"]["offset"] == POISON + 1, 30, "one step")
-        cli_json("resume", name, "--writer", "file")
-        wait(lambda: cli_json("offset", "list", name) == {"bus": 41, "file": 41}, 30, "file at the end")
-        assert status(name)["writers"]["file"]["failed"] is None
+        cli_json("offset", "mark", f"{name}/file", str(POISON), port=port)
+        wait(lambda: status(name, port=port)["writers"]["file"]["offset"] == POISON, 30, "the mark")
+        stepped = cli_json("step", f"{name}/file", port=port)
+        assert (stepped["stepped"], stepped["ok"], stepped["offset"]) == (POISON + 1, True, POISON + 1)
+        cli_json("resume", name, "--writer", "file", port=port)
+        wait(
+            lambda: cli_json("offset", "list", name, port=port) == {"bus": 41, "file": 41},
+            30,
+            "file at the end",
+        )
+        assert status(name, port=port)["writers"]["file"]["failed"] is None
         assert stop(proc) == 0
+        refused = cli("resume", name, port=port)  # no process to resume writers in
+        assert refused.returncode == 1 and b"no pipeline process answers" in refused.stderr
+        # reads still work from Kafka
+        assert cli_json("offset", "list", name, port=port) == {"bus": 41, "file": 41}
 
         written = [orjson.loads(line) for line in target.read_bytes().splitlines()]
         assert [w["data"]["seq"] for w in written] == [i for i in range(40) if i != POISON]
@@ -126,7 +139,11 @@ def test_operator_commands_on_a_live_pipeline(stack: Settings, unique: str, tmp_
         with source.open("ab") as handle:
             handle.write(_lines(40, 45))
         proc = start(file, tmp_path, port)
-        wait(lambda: cli_json("offset", "list", name) == {"bus": 46, "file": 46}, 60, "the new lines")
+        wait(
+            lambda: cli_json("offset", "list", name, port=port) == {"bus": 46, "file": 46},
+            60,
+            "the new lines",
+        )
         assert proc.poll() is None, "the restarted pipeline must stay up"
         assert stop(proc) == 0
     finally:

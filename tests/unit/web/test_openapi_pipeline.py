@@ -1,0 +1,26 @@
+"""The pipeline process's OpenAPI document is valid for schemathesis, answers are documented, and
+every change (and the commit-log view) declares the admin token."""
+
+from __future__ import annotations
+
+import schemathesis
+
+from app.web.openapi_pipeline import pipeline_openapi_document
+
+
+def test_document_loads_and_every_operation_has_responses() -> None:
+    document = pipeline_openapi_document()
+    schema = schemathesis.openapi.from_dict(document)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == sum(len(methods) for methods in document["paths"].values()) == 12
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            assert "200" in operation["responses"] and operation["summary"], (method, path)
+
+
+def test_changes_and_the_log_view_declare_the_admin_token() -> None:
+    for path, methods in pipeline_openapi_document()["paths"].items():
+        for method, operation in methods.items():
+            guarded = method == "post" or path.endswith("/log")
+            assert (operation["security"] == [{"adminToken": []}]) == guarded, (method, path)
+            assert ("401" in operation["responses"]) == guarded, (method, path)
