@@ -51,7 +51,8 @@ class PeekedBundle:
 
 
 def parse_bundle_id(value: str | None) -> str | None:
-    if value is None or value == "":
+    """A bundle id given as a query parameter; an empty one is as malformed as any non-GUID."""
+    if value is None:
         return None
     try:
         return str(uuid.UUID(value))

@@ -76,5 +76,7 @@ async def test_bad_input_is_400(client: TestClient, stack: Settings) -> None:  #
     auth = token(stack, "a1")
     assert (await client.get("/api/peek/weather", headers=auth)).status == 400
     assert (await client.get("/api/peek?bundleId=not-a-guid", headers=auth)).status == 400
+    empty = await client.get("/api/peek?bundleId=", headers=auth)  # found by the HTTP fuzz test
+    assert empty.status == 400 and "bundleId" in (await empty.json())["reason"]
     missing = await client.delete("/api/dequeue", headers=auth)
     assert missing.status == 400 and "bundleId" in (await missing.json())["reason"]
