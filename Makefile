@@ -9,8 +9,8 @@ PYTEST_ARGS ?=
 .PHONY: install run test lint stop clean
 
 install: $(STAMP) $(NPM_STAMP)
-	@sh scripts/ensure_chromium.sh   # Debian's chromium, for the dashboard's browser test
-	@sh scripts/ensure_mariadb.sh    # Debian's mariadb-server, for the binlog reader's own server
+	@sh scripts/ensure_deb.sh /usr/bin/chromium chromium fonts-dejavu-core  # the dashboard's browser test
+	@sh scripts/ensure_deb.sh /usr/sbin/mariadbd mariadb-server  # the binlog reader's own server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -28,7 +28,7 @@ from typing import Any
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
-from app.pipeline.source_kit import Threaded, json_value, now_ms
+from app.pipeline.source_kit import Threaded, copied_rows, json_value, now_ms
 from app.pipeline.sql import ident
 from app.settings import MysqlTarget
 
@@ -259,18 +259,7 @@ class BinlogSource(Threaded):
                     rows = await self._run(self._copy_chunk, namespace, last)
                     if not rows:
                         break
-                    entries = []
-                    for row in rows:
-                        data = {k: json_value(v) for k, v in row.items()}
-                        last = [data[c] for c in pk]
-                        entries.append(
-                            NewEntry(
-                                Message(Op.INSERT, now_ms(), namespace, data),
-                                Mode.COPY,
-                                {"binlog": start.to_json(), "pk": last},
-                                doc_key(pk, data),
-                            )
-                        )
+                    entries, last = copied_rows(rows, namespace, pk, {"binlog": start.to_json()})
                     yield entries
                 done = Message(
                     Op.COMMAND, now_ms(), namespace, {"copy": "done", "snapshot": snapshot.to_json()}

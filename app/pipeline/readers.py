@@ -21,7 +21,7 @@ from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
-from app.pipeline.source_kit import Threaded, json_value, now_ms
+from app.pipeline.source_kit import Threaded, copied_rows, json_value, now_ms
 from app.settings import MysqlTarget, Settings
 
 __all__ = [
@@ -182,18 +182,7 @@ class MysqlSource(Threaded):
             )
             if not rows:
                 break
-            entries = []
-            for row in rows:
-                data = {k: json_value(v) for k, v in row.items()}
-                last = [data[c] for c in pk]
-                entries.append(
-                    NewEntry(
-                        Message(Op.INSERT, now_ms(), ns, data),
-                        Mode.COPY,
-                        {"pk": last, "sync_from": sync_from},
-                        _doc_key(last),
-                    )
-                )
+            entries, last = copied_rows(rows, ns, pk, {"sync_from": sync_from})
             yield entries
         done = {"copy": "done", "table": spec["name"]}
         yield [_command(ns, Mode.COMPLETE, done, {"pk": last, "sync_col": sync_from, "sync_pk": None})]

@@ -6,12 +6,14 @@ import asyncio
 import base64
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any, TypeVar
 
-__all__ = ["Threaded", "json_value", "now_ms"]
+from app.pipeline.model import Message, Mode, NewEntry, Op
+
+__all__ = ["Threaded", "copied_rows", "json_value", "now_ms"]
 
 T = TypeVar("T")
 
@@ -44,3 +46,24 @@ class Threaded:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False)
+
+
+def copied_rows(
+    rows: list[dict[str, Any]], namespace: str, pk: Sequence[str], position: Mapping[str, Any]
+) -> tuple[list[NewEntry], list[Any]]:
+    """A table copy's rows (in primary-key order) as Copy entries, each positioned at its own key
+    (`pk`, plus `position`), and the last key: the resume point of a copy cut short."""
+    entries = []
+    last: list[Any] = []
+    for row in rows:
+        data = {k: json_value(v) for k, v in row.items()}
+        last = [data[c] for c in pk]
+        entries.append(
+            NewEntry(
+                Message(Op.INSERT, now_ms(), namespace, data),
+                Mode.COPY,
+                {**position, "pk": last},
+                "|".join(str(k) for k in last),
+            )
+        )
+    return entries, last

@@ -97,7 +97,7 @@ class _DataValues(HTMLParser):
 
 
 def _chromium(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    assert Path(CHROMIUM).exists(), "run scripts/ensure_chromium.sh (make install) first"
+    assert Path(CHROMIUM).exists(), "run make install (scripts/ensure_deb.sh installs chromium) first"
     base = [
         CHROMIUM,
         "--headless",
