@@ -128,6 +128,7 @@ class Settings(BaseSettings):
     # pipelines (set by `hubstream pipeline run FILE`; a worker without it runs no pipeline)
     pipeline_file: Path | None = Field(default=None, validation_alias="PIPELINE_FILE")
     pipeline_exit_when_idle: bool = Field(default=False, validation_alias="PIPELINE_EXIT_WHEN_IDLE")
+    pipeline_progress: bool = Field(default=False, validation_alias="PIPELINE_PROGRESS")
     # The pipeline process's HTTP API (on WEB_HOST); 8083 is Kafka Connect's REST port.
     pipeline_web_port: int = Field(default=8083, ge=1, le=65535, validation_alias="PIPELINE_WEB_PORT")
 

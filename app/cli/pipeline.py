@@ -8,6 +8,7 @@ record the pipeline applies when it starts, and pause / resume / step fail with 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -95,7 +96,12 @@ def pipeline(ctx: click.Context, url: str | None) -> None:
 @click.option(
     "--web-port", type=int, default=None, help="Port of its HTTP API (default PIPELINE_WEB_PORT, 8083)."
 )
-def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None) -> None:
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="A live view of the reader and each writer (default: PIPELINE_PROGRESS, else when stderr is a tty).",
+)
+def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, progress: bool | None) -> None:
     """Run the pipeline defined in FILE (.yaml/.yml or a .py module defining PIPELINE)."""
     from faust.worker import Worker
 
@@ -113,6 +119,9 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None) -
             "pipeline_exit_when_idle": exit_when_idle,
             # its own port (a worker may use WEB_PORT), which also names its datadir
             "web_port": web_port or base.pipeline_web_port,
+            "pipeline_progress": base.pipeline_progress or sys.stderr.isatty()
+            if progress is None
+            else progress,
         }
     )
     ensure_topics(settings, topics)

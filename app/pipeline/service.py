@@ -11,6 +11,8 @@ import signal
 from collections.abc import MutableMapping
 from typing import Any
 
+from rich.console import Console
+
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
 from app.kafka.producing import AsyncProducer
 from app.pipeline.definition import PipelineDefinition
@@ -18,6 +20,7 @@ from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_dlq import KafkaDeadLetters
 from app.pipeline.kafka_log import KafkaCommitLog, PipelineTopics
 from app.pipeline.offsets import WriterState
+from app.pipeline.progress_view import PipelineProgress
 from app.pipeline.readers import build_source
 from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, writer_key
 from app.pipeline.tolerance import ErrorsTolerance
@@ -58,6 +61,7 @@ class PipelineHost:
         # written to the table then, they would be lost (the runtime already read it).
         self._starting = False
         self._queued_marks: list[tuple[str, int]] = []
+        self.progress: PipelineProgress | None = None  # the live view (PIPELINE_PROGRESS)
 
     # -- the control agent's body --------------------------------------------------
     async def apply(self, table: MutableMapping[str, Any], record: Any, offset: int) -> None:
@@ -180,8 +184,12 @@ class PipelineHost:
             self.topics.log,
             min((s.state.next_offset for s in runtime.slots.values()), default=0),
         )
+        if self.settings.pipeline_progress:
+            self.progress = PipelineProgress(Console(stderr=True), definition).__enter__()
         while True:
             await asyncio.sleep(0.5)
+            if self.progress is not None:
+                self.progress.show(runtime.status())
             if self.settings.pipeline_exit_when_idle and await runtime.idle():
                 failed = runtime.failed_writers()
                 if failed:
@@ -210,3 +218,6 @@ class PipelineHost:
             )
         if self._commit_log is not None:
             await self._commit_log.close()
+        if self.progress is not None:
+            progress, self.progress = self.progress, None
+            progress.__exit__(None, None, None)

@@ -26,7 +26,7 @@ def refuse_poison(message):
 """
 
 
-def run_idle(tmp_path: Path, name: str, poison: bool) -> subprocess.CompletedProcess[bytes]:
+def run_idle(tmp_path: Path, name: str, poison: bool, *options: str) -> subprocess.CompletedProcess[bytes]:
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     rows = [{"id": f"d{i}", **({"poison": True} if poison and i == 5 else {})} for i in range(10)]
     source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
@@ -40,7 +40,7 @@ def run_idle(tmp_path: Path, name: str, poison: bool) -> subprocess.CompletedPro
     )
     env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
     return subprocess.run(
-        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
+        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning", *options],
         env=env,
         capture_output=True,
         timeout=240,
@@ -60,8 +60,13 @@ def test_exit_when_idle_is_non_zero_when_a_writer_failed(
 def test_exit_when_idle_is_zero_when_every_writer_caught_up(
     stack: Settings, unique: str, tmp_path: Path
 ) -> None:
-    done = run_idle(tmp_path, f"idle-ok-{unique}", poison=False)
+    done = run_idle(tmp_path, f"idle-ok-{unique}", False, "--progress")
     assert done.returncode == 0, done.stderr.decode()[-3000:]
+    # The progress view's stage lines and table (stderr is not a terminal: a line per finished
+    # stage): 11 entries (10 lines and the end-of-copy marker), all written by the one writer.
+    shown = done.stderr.decode()
+    assert "reader: entries in the commit log: 11 in" in shown, shown[-3000:]
+    assert "writer file: written: 11 in" in shown, shown[-3000:]
     lines = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     written = [line["data"]["id"] for line in lines if line["op"] == "insert"]
     assert written == [f"d{i}" for i in range(10)]
