@@ -10,7 +10,7 @@ import orjson
 from app.consumer.engine import KEY_HEADER
 from app.consumer.members import Member, live_members
 from app.kafka.admin import KafkaAdmin
-from app.kafka.reading import read_caught_up, read_from
+from app.kafka.reading import read_from, read_topic
 from app.subscription.errors import UndecodableMessage
 from app.subscription.records import decode_internal, user_headers
 
@@ -18,7 +18,7 @@ __all__ = ["dead_letters", "key_state", "members"]
 
 
 def members(bootstrap: str, name: str) -> list[Member]:
-    return live_members([(m.key(), m.value()) for m in read_caught_up(bootstrap, f"{name}-members")])
+    return live_members([(m.key(), m.value()) for m in read_topic(bootstrap, f"{name}-members")])
 
 
 def key_state(bootstrap: str, name: str, key: str) -> dict[int, dict[str, Any]]:

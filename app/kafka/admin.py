@@ -150,7 +150,9 @@ def resume_offsets(
 
 
 def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> list[int]:
-    """End offsets that are right even where ListOffsets under-reports (see KafkaAdmin.end_offsets)."""
+    """End offsets that are right even where ListOffsets under-reports (see KafkaAdmin.end_offsets):
+    the high watermark of a fetch response. One fetch per partition, from its last listed record, so
+    a partition written all the time answers as soon as a quiet one (its end as of that fetch)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -158,6 +160,7 @@ def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "fetch.max.bytes": 1048576,
+            "fetch.wait.max.ms": 10,  # an empty fetch (at the end) comes back at once
         }
     )
     try:
@@ -184,13 +187,15 @@ def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_
             if msg is None:
                 continue
             key = (msg.topic(), msg.partition())
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise ServiceUnavailable(f"{key[0]}[{key[1]}]: {msg.error()}")
-                ends[key] = max(ends[key], msg.offset())
-                waiting.discard(key)
-            else:
-                ends[key] = max(ends[key], msg.offset() + 1)
+            if key not in waiting:
+                continue
+            if msg.error() and msg.error().code() != KafkaError._PARTITION_EOF:
+                raise ServiceUnavailable(f"{key[0]}[{key[1]}]: {msg.error()}")
+            # A record or the end arrived: the fetch that brought it carried the partition's end.
+            _, fetched_high = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+            seen = msg.offset() if msg.error() else msg.offset() + 1
+            ends[key] = max(ends[key], fetched_high, seen)
+            waiting.discard(key)
         return [ends[tp] for tp in partitions]
     finally:
         consumer.close()

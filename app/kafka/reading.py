@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
 
-__all__ = ["read_caught_up", "read_from", "read_to_end"]
+__all__ = ["read_from", "read_to_end", "read_topic"]
 
 
 def read_to_end(
@@ -18,15 +18,7 @@ def read_to_end(
 ) -> Iterator[tuple[bytes | None, bytes]]:
     """Every (key, value) of `topic` from offset 0 to the end it had when called, partition after
     partition; raises ServiceUnavailable when the broker does not hand them over in `timeout_s`."""
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "hubstream-read-to-end"})
-    try:
-        meta = probe.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    finally:
-        probe.close()
-    if meta is None or meta.error is not None:
-        return
-    starts = {(topic, p): 0 for p in sorted(meta.partitions)}
-    for msg in read_from(bootstrap, starts, timeout_s=timeout_s):
+    for msg in read_topic(bootstrap, topic, timeout_s=timeout_s):
         yield msg.key(), msg.value()
 
 
@@ -70,42 +62,13 @@ def read_from(
         consumer.close()
 
 
-def read_caught_up(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterator[Message]:
-    """Every record of `topic` from offset 0 until each partition reports its end, or hands over a
-    record written after the read began: for topics written to all the time (heartbeats), where
-    a fixed end offset taken first may never come into view; ServiceUnavailable past `timeout_s`."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "hubstream-read-to-end",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 10,  # an empty fetch (the end) comes back before the next write
-        }
-    )
-    started_ms = int(time.time() * 1000)
+def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterator[Message]:
+    """Every record of every partition of `topic` (none when it does not exist), to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hubstream-read-to-end"})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return
-        waiting = set(meta.partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in waiting])
-        deadline = time.monotonic() + timeout_s
-        while waiting:
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"{topic}: partitions {sorted(waiting)} not read to their end")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise ServiceUnavailable(f"{topic}[{msg.partition()}]: {msg.error()}")
-                waiting.discard(msg.partition())
-                continue
-            if msg.partition() not in waiting:
-                continue
-            yield msg
-            if msg.timestamp()[1] >= started_ms:  # written after the read began: caught up
-                waiting.discard(msg.partition())
     finally:
         consumer.close()
+    if meta is None or meta.error is not None:
+        return
+    yield from read_from(bootstrap, {(topic, p): 0 for p in meta.partitions}, timeout_s=timeout_s)

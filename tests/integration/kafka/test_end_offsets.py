@@ -1,0 +1,63 @@
+"""End offsets and reads to the end on the real broker. The embedded broker's ListOffsets answers
+the base offset of the last record batch + 1, so the true end comes from a fetch response; and on
+a topic written all the time, the end must still come back at once (it used to wait for an end
+of partition that a busy topic never reaches)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.reading import read_to_end
+from app.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def test_the_end_of_several_batches_is_their_last_offset_plus_one(kafka: Settings, unique: str) -> None:
+    topic = f"ends-{unique}"
+    KafkaAdmin(kafka.bootstrap).create([TopicSpec(topic, 2)])
+    produce(kafka.bootstrap, topic, 0, 10)  # one batch
+    produce(kafka.bootstrap, topic, 0, 5)  # another: ListOffsets says 11 here
+    produce(kafka.bootstrap, topic, 1, 3)
+    assert true_end_offsets(kafka.bootstrap, [(topic, 0), (topic, 1)]) == [15, 3]
+    assert len(list(read_to_end(kafka.bootstrap, topic))) == 18
+
+
+def test_a_topic_written_all_the_time_has_an_end_at_once(kafka: Settings, unique: str) -> None:
+    topic = f"busy-{unique}"
+    KafkaAdmin(kafka.bootstrap).create([TopicSpec(topic, 1)])
+    produce(kafka.bootstrap, topic, 0, 100)
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+        while not stop.is_set():
+            producer.produce(topic, value=b"more")
+            producer.poll(0.001)
+        producer.flush(10)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        started = time.monotonic()
+        (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)], timeout_s=10)
+        took = time.monotonic() - started
+        assert end >= 100
+        read = len(list(read_to_end(kafka.bootstrap, topic, timeout_s=20)))
+    finally:
+        stop.set()
+        writer.join(10)
+    assert took < 5, f"the end took {took:.1f} s on a busy topic"
+    assert read >= 100
