@@ -15,7 +15,7 @@ from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
 from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets
 from app.settings import Settings
-from tables.batches import batch_table, changelog_topic
+from tables.batches import FaustBatchTable, batch_table, changelog_topic
 
 __all__ = ["register", "seek_on_consumer_thread"]
 
@@ -36,7 +36,7 @@ async def seek_on_consumer_thread(consumer: Any, tp: TP, offset: int) -> bool:
 def register(app: faust.App, settings: Settings) -> None:
     partitions = settings.table_partitions
     table = batch_table(app, settings)
-    service = BatchService(app, table, settings)
+    service = BatchService(app, FaustBatchTable(table), settings)
     app.batch_service = service  # type: ignore[attr-defined]
     raw: dict[str, Any] = {
         "key_type": bytes,

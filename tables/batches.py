@@ -19,7 +19,14 @@ import faust
 from app.crashpoints import crash_point
 from app.settings import Settings
 
-__all__ = ["BATCH_TABLE", "PartitionStore", "PendingWrites", "batch_table", "changelog_topic"]
+__all__ = [
+    "BATCH_TABLE",
+    "FaustBatchTable",
+    "PartitionStore",
+    "PendingWrites",
+    "batch_table",
+    "changelog_topic",
+]
 
 BATCH_TABLE = "batches"
 
@@ -136,3 +143,21 @@ class PartitionStore:
                 break
             yield key, it.value()
             it.next()
+
+
+class FaustBatchTable:
+    """The `BatchTable` port over the Faust table: a `PartitionStore` per partition, whose pending
+    (sent, unconfirmed) writes outlive the store objects the service drops at a rebalance."""
+
+    name = BATCH_TABLE
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self._pending: dict[int, PendingWrites] = {}
+
+    def partition_store(self, partition: int, in_flight: list[Any]) -> PartitionStore:
+        pending = self._pending.setdefault(partition, PendingWrites())
+        return PartitionStore(self.table, partition, in_flight, pending)
+
+    def changelog_topic(self) -> str:
+        return changelog_topic(self.table)

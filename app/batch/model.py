@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
 __all__ = [
     "BatchStore",
+    "BatchTable",
     "Completion",
     "EstimatedBatch",
     "ExactBatch",
@@ -47,6 +48,17 @@ class BatchStore(Protocol):
     def delete(self, key: bytes) -> None: ...
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class BatchTable(Protocol):
+    """The partitioned batch table a worker serves (tables.batches.FaustBatchTable): a store per
+    partition, whose changelog sends are added to `in_flight` until Kafka confirms them."""
+
+    name: str
+
+    def partition_store(self, partition: int, in_flight: list[Any]) -> BatchStore: ...
+
+    def changelog_topic(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
 from app.batch.exact import AckOutcome, ExactRules, Removal
 from app.batch.ids import GroupAcks, ItemGroup, partition_of_estimated, partition_of_exact
-from app.batch.model import BatchStore, Completion, EstimatedBatch, ExactBatch
+from app.batch.model import BatchStore, BatchTable, Completion, EstimatedBatch, ExactBatch
 from app.batch.reaper import ReapPolicy
 from app.crashpoints import crash_point
 from app.settings import Settings
@@ -39,12 +39,9 @@ def now_ms() -> int:
 
 
 class BatchService:
-    def __init__(self, app: Any, table: Any, settings: Settings) -> None:
-        from tables.batches import BATCH_TABLE
-
+    def __init__(self, app: Any, table: BatchTable, settings: Settings) -> None:
         self.app = app
         self.table = table
-        self.table_name = BATCH_TABLE
         self.settings = settings
         self.partitions = settings.table_partitions
         self.exact = ExactRules(settings.batch_group_size_items, settings.batch_max_items_per_add)
@@ -55,7 +52,6 @@ class BatchService:
         self._stores: dict[int, Any] = {}
         self.completions_topic: Any = None
         self._in_flight: list[Any] = []
-        self._pending: dict[int, Any] = {}  # partition -> tables.batches.PendingWrites
         self.revocations = 0  # partitions taken away from this worker so far (rebalances)
         self._publishing: set[tuple[str, str]] = set()  # completions being sent right now
 
@@ -97,16 +93,13 @@ class BatchService:
 
     def store(self, partition: int) -> Any:
         """The partition's store, or PartitionNotReady when this worker does not serve it now."""
-        from tables.batches import PartitionStore, PendingWrites
-
         if not self.serving(partition):
             raise PartitionNotReady(
                 f"batch table partition {partition} is not served by this worker right now"
             )
         store = self._stores.get(partition)
         if store is None:
-            pending = self._pending.setdefault(partition, PendingWrites())
-            store = self._stores[partition] = PartitionStore(self.table, partition, self._in_flight, pending)
+            store = self._stores[partition] = self.table.partition_store(partition, self._in_flight)
         return store
 
     def run(self, partition: int, operation: Callable[[BatchStore], T]) -> T:
@@ -148,11 +141,9 @@ class BatchService:
 
     def owner_urls(self) -> dict[int, str]:
         """Partition -> web URL of the worker with the active replica (from Faust's assignor)."""
-        from tables.batches import changelog_topic
-
-        topic = changelog_topic(self.table)
+        topic = self.table.changelog_topic()
         owners: dict[int, str] = {}
-        for url, topics in self.app.router.table_metadata(self.table_name).items():
+        for url, topics in self.app.router.table_metadata(self.table.name).items():
             for partition in topics.get(topic, []):
                 owners[partition] = str(url)
         return owners
