@@ -29,6 +29,7 @@ lint: install
 	$(BIN)/ruff check app agents tables spark_ingest tests bench examples
 	$(BIN)/ruff format --check app agents tables spark_ingest tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -8,12 +8,12 @@ import faust
 import mode
 from aiohttp import web
 
+from app.dashboard.dashboard import DashboardService
+from app.observability import metrics
+from app.observability.scrape import dashboard_samples, shard_samples
 from app.settings import Settings
-from app.web import metrics
-from app.web.dashboard import DashboardService
 from app.web.openapi import openapi_document
 from app.web.responses import guarded, json_response
-from app.web.scrape import dashboard_samples, shard_samples
 
 __all__ = ["register"]
 

@@ -13,8 +13,8 @@ from typing import Any
 from azure.cosmos import PartitionKey, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
+from app.observability.metrics import cosmos_request_hook, cosmos_response_hook
 from app.settings import Settings
-from app.web.metrics import cosmos_request_hook, cosmos_response_hook
 
 __all__ = ["CosmosStore", "open_cosmos"]
 

@@ -11,8 +11,8 @@ import faust
 
 from app import crashpoints
 from app.kafka.faust_compat import install_true_highwaters
+from app.observability.metrics import http_middleware
 from app.settings import Settings
-from app.web.metrics import http_middleware
 from app.web.responses import MAX_BODY_BYTES, json_errors
 from app.web.security import admin_middleware, check_bind, install_log_redaction
 

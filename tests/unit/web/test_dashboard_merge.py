@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.web.dashboard import merge_shards
-from app.web.dashboard_sources import select_batches
-from app.web.scrape import dashboard_samples, shard_samples
+from app.dashboard.dashboard import merge_shards
+from app.dashboard.sources import select_batches
+from app.observability.scrape import dashboard_samples, shard_samples
 
 
 def _batch(batch_id: int, complete: bool, updated: int) -> dict[str, Any]:

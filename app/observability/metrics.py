@@ -3,7 +3,7 @@
 Capability code counts through a tiny typed API; the families live in one process-wide registry
 and `/metrics` renders them (plus samples computed at scrape time by registered collectors):
 
-    from app.web import metrics
+    from app.observability import metrics
 
     DLQ = metrics.counter("hubstream_dlq_messages_total", "Messages sent to a DLQ", ("subscription",))
     DLQ.inc(subscription="orders")                 # +1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from app.web.metrics import Sample
+from app.observability.metrics import Sample
 
 __all__ = ["dashboard_samples", "shard_samples"]
 

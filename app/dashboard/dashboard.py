@@ -3,7 +3,7 @@
 GET /api/dashboard        every section; global ones read from Kafka/Cosmos (cached a little), local
                           ones (subscription shards, batches) gathered from this worker and its peers
 GET /api/dashboard/local  this worker's local sections only (what peers ask each other)
-GET /dashboard/           the page (app/web/static/dashboard.html), which polls /api/dashboard
+GET /dashboard/           the page (app/dashboard/static/dashboard.html), which polls /api/dashboard
 
 A section that fails is reported in "errors" with its reason; the others are still served.
 """
@@ -23,8 +23,8 @@ from aiohttp import web
 from yarl import URL
 
 from app.composite.store import MetadataStore
+from app.dashboard import sources
 from app.settings import Settings
-from app.web import dashboard_sources as sources
 from app.web.responses import json_response
 
 __all__ = ["PAGE_PATH", "DashboardConfig", "DashboardService"]

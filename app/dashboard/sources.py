@@ -3,7 +3,7 @@
 Global sections (the same from any worker) read Kafka and Cosmos: composite topics, subscription
 lag, pipelines, hub queue depth. Local sections read this worker's in-memory state: its subscription
 shards (counters, blocked groups) and the batches in the batch-table partitions it serves.
-Synchronous functions here are run in a thread by app.web.dashboard.
+Synchronous functions here are run in a thread by app.dashboard.dashboard.
 """
 
 from __future__ import annotations
