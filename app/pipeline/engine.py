@@ -31,8 +31,8 @@ __all__ = ["PipelineRuntime", "WriterSlot"]
 log = logging.getLogger(__name__)
 
 
-TAIL_BATCHES = 32
-TAIL_MIN_ENTRIES = 10_000
+TAIL_BATCHES = 8  # more keeps more objects alive for the garbage collector to walk
+TAIL_MIN_ENTRIES = 2_000
 
 
 def describe(exc: BaseException) -> str:
