@@ -9,8 +9,12 @@ topic every second. Timed from the engine's start until the writer confirmed the
 beforehand.
 Baseline: the same rows as tuples, `cursor.executemany("INSERT INTO t (...) VALUES (...)", chunk)`
 and a commit per chunk of the same batch size, into an identical table.
+End-to-end baseline (raw Kafka -> MySQL): a confluent-kafka consumer reads the composite topic's
+storage partitions from the beginning (`consume` of up to a batch), decodes each JSON value into a
+tuple, and `executemany` + commit per batch of the same size, until every row is in.
 Each side takes a few seconds at 200,000 rows, so the machine's noise is large: the bench runs
-`--rounds` alternating baseline/writer pairs (each into a fresh table) and compares the medians.
+`--rounds` alternating rounds (baseline, writer draining the first run's commit log, raw Kafka ->
+MySQL, end to end into a fresh commit log; each into a fresh table) and compares the medians.
 Usage: .venv/bin/python bench/pipeline_mysql.py [--rows 50000] [--batch-size 1000] [--rounds 5] [--profile]
 """
 
@@ -24,9 +28,12 @@ import statistics
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pymysql
+from confluent_kafka import Consumer, TopicPartition
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
@@ -81,6 +88,43 @@ def run_baseline(settings: Settings, table: str, rows: list[dict[str, Any]], bat
         conn.close()
 
 
+def run_raw_kafka(
+    settings: Settings, storage: list[tuple[str, int]], table: str, count: int, batch_size: int
+) -> float:
+    """Rows/s of a plain consume -> executemany -> commit loop over the source partitions."""
+    sql = f"INSERT INTO `{table}` ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+    conn = connect(settings)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.bootstrap,
+            "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in storage])
+        written = 0
+        with conn.cursor() as cursor:
+            while written < count:
+                records = consumer.consume(batch_size, 0.2)
+                rows = []
+                for record in records:
+                    if record.error():
+                        continue
+                    value = orjson.loads(record.value())
+                    rows.append(tuple(value[c] for c in COLUMNS))
+                if rows:
+                    cursor.executemany(sql, rows)
+                    conn.commit()
+                    written += len(rows)
+        return written / (time.perf_counter() - start)
+    finally:
+        consumer.close()
+        conn.close()
+
+
 async def run_pipeline(
     settings: Settings,
     commit_log: KafkaCommitLog,
@@ -117,36 +161,63 @@ async def run_pipeline(
     return count / elapsed
 
 
-async def run_rounds(
-    settings: Settings, composite: str, rows: list[dict[str, Any]], args: argparse.Namespace, suffix: str
-) -> tuple[float, list[tuple[float, float]]]:
-    """End to end once (reader and writer together, empty commit log), then `rounds` alternating
-    pairs: the baseline into a fresh table, and a fresh writer draining the commit log the first
-    run filled (from offset -1) into another fresh table. Returns end to end and (baseline, writer)
-    per round; every table must end up holding every row."""
+@dataclass
+class Round:
+    baseline: float  # executemany loop, rows in memory
+    writer: float  # a fresh writer draining the first end-to-end run's commit log
+    raw_kafka: float  # consume the source topic -> executemany loop
+    end_to_end: float  # composite reader -> commit log -> writer, fresh commit log
+
+
+async def run_end_to_end(
+    settings: Settings, composite: str, args: argparse.Namespace, suffix: str, count: int
+) -> tuple[float, KafkaCommitLog]:
+    """The composite reader and the writer together, from an empty commit log (returned, still open)."""
     control_topic = f"bench-pl-{suffix}.control"
     commit_log = KafkaCommitLog(settings.bootstrap, f"bench-pl-{suffix}.log")
     commit_log.ensure_topic()
     KafkaAdmin(settings.bootstrap).create([TopicSpec(control_topic, 1)])
     source = CompositeSource(settings, {"topic": composite}, args.batch_size, 0.2)
+    with fresh_table(settings, count) as table:
+        rate = await run_pipeline(settings, commit_log, control_topic, source, table, count, args.batch_size)
+    return rate, commit_log
+
+
+async def run_rounds(
+    settings: Settings,
+    composite: str,
+    storage: list[tuple[str, int]],
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    suffix: str,
+) -> list[Round]:
+    """`rounds` alternating rounds; every table must end up holding every row. The writer drains
+    the commit log of the first round's end-to-end run (from offset -1); each end-to-end run fills
+    a fresh commit log."""
     count = len(rows)
-    pairs: list[tuple[float, float]] = []
+    first_e2e, first_log = await run_end_to_end(settings, composite, args, f"{suffix}-0", count)
+    rounds: list[Round] = []
     try:
-        with fresh_table(settings, count) as table:
-            end_to_end = await run_pipeline(
-                settings, commit_log, control_topic, source, table, count, args.batch_size
-            )
-        for _ in range(args.rounds):
+        for index in range(args.rounds):
             with fresh_table(settings, count) as table:
                 baseline = run_baseline(settings, table, rows, args.batch_size)
             with fresh_table(settings, count) as table:
                 writer = await run_pipeline(
-                    settings, commit_log, control_topic, None, table, count, args.batch_size
+                    settings, first_log, f"bench-pl-{suffix}-0.control", None, table, count, args.batch_size
                 )
-            pairs.append((baseline, writer))
+            with fresh_table(settings, count) as table:
+                raw = run_raw_kafka(settings, storage, table, count, args.batch_size)
+            if index == 0:
+                end_to_end = first_e2e
+            else:
+                end_to_end, commit_log = await run_end_to_end(
+                    settings, composite, args, f"{suffix}-{index}", count
+                )
+                await commit_log.close()
+            rounds.append(Round(baseline, writer, raw, end_to_end))
     finally:
-        await commit_log.close()
-    return end_to_end, pairs
+        await first_log.close()
+    return rounds
 
 
 @contextlib.contextmanager
@@ -189,32 +260,41 @@ def main() -> None:
             producer.produce(str(row["recipient"]), row)
     store.close()
     storage = composite.storage_topics[0]
-    ends = true_end_offsets(settings.bootstrap, [(storage.name, p) for p in range(storage.partitions)])
+    partitions = [(storage.name, p) for p in range(storage.partitions)]
+    ends = true_end_offsets(settings.bootstrap, partitions)
     assert sum(ends) == args.rows, f"composite topic holds {sum(ends)} of {args.rows} rows"
 
-    coroutine = run_rounds(settings, composite.name, rows, args, suffix)
+    coroutine = run_rounds(settings, composite.name, partitions, rows, args, suffix)
     if args.profile:
         from pyinstrument import Profiler
 
         profiler = Profiler(async_mode="enabled")
         with profiler:
-            end_to_end, pairs = asyncio.run(coroutine)
+            rounds = asyncio.run(coroutine)
         profiler.print(show_all=False)
     else:
-        end_to_end, pairs = asyncio.run(coroutine)
+        rounds = asyncio.run(coroutine)
 
-    baseline = statistics.median(b for b, _ in pairs)
-    writer = statistics.median(w for _, w in pairs)
+    baseline = statistics.median(r.baseline for r in rounds)
+    writer = statistics.median(r.writer for r in rounds)
+    raw = statistics.median(r.raw_kafka for r in rounds)
+    end_to_end = statistics.median(r.end_to_end for r in rounds)
     ratio = writer / baseline
     print(f"rows: {args.rows}, batch size: {args.batch_size}, rounds: {args.rounds}")
-    for index, (b, w) in enumerate(pairs, 1):
-        print(f"round {index}: baseline {b:,.0f} rows/s, writer {w:,.0f} rows/s, ratio {w / b:.2f}")
+    for index, r in enumerate(rounds, 1):
+        print(
+            f"round {index}: baseline {r.baseline:,.0f} rows/s, writer {r.writer:,.0f} rows/s, "
+            f"ratio {r.writer / r.baseline:.2f}; raw Kafka->MySQL {r.raw_kafka:,.0f} rows/s, "
+            f"end to end {r.end_to_end:,.0f} rows/s, ratio {r.end_to_end / r.raw_kafka:.2f}"
+        )
     print(f"baseline   pymysql executemany INSERT loop (median):      {baseline:,.0f} rows/s")
     print(f"hubstream  MySQL writer draining the commit log (median): {writer:,.0f} rows/s")
-    print(f"hubstream  end to end (composite reader + writer, start-up): {end_to_end:,.0f} rows/s")
+    print(f"baseline   raw Kafka -> MySQL loop (median):              {raw:,.0f} rows/s")
+    print(f"hubstream  end to end (composite reader + writer, start-up, median): {end_to_end:,.0f} rows/s")
     print(
         f"ratio writer/baseline (medians): {ratio:.2f} (target >= 0.8); "
-        f"end to end/baseline: {end_to_end / baseline:.2f}"
+        f"end to end/baseline: {end_to_end / baseline:.2f}; "
+        f"end to end/raw Kafka -> MySQL: {end_to_end / raw:.2f} (target >= 0.8)"
     )
     print(
         json.dumps(
@@ -226,9 +306,12 @@ def main() -> None:
                 "baseline_rows_per_s": round(baseline),
                 "writer_rows_per_s": round(writer),
                 "end_to_end_rows_per_s": round(end_to_end),
+                "raw_kafka_rows_per_s": round(raw),
                 "ratio": round(ratio, 3),
-                "round_ratios": [round(w / b, 3) for b, w in pairs],
+                "round_ratios": [round(r.writer / r.baseline, 3) for r in rounds],
                 "end_to_end_ratio": round(end_to_end / baseline, 3),
+                "end_to_end_raw_ratio": round(end_to_end / raw, 3),
+                "round_end_to_end_raw_ratios": [round(r.end_to_end / r.raw_kafka, 3) for r in rounds],
             }
         )
     )

@@ -23,7 +23,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
@@ -45,8 +45,11 @@ log = logging.getLogger(__name__)
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class BinlogPosition:
+# A position is built for every captured rows event: a named tuple costs half a frozen dataclass to
+# build, and positions compare in C.
+
+
+class BinlogPosition(NamedTuple):
     """A row's place in the binlog; ordered as the server wrote them (binlog file names sort)."""
 
     file: str
@@ -63,17 +66,25 @@ class BinlogPosition:
         return cls(str(raw[0]), int(raw[1]), int(raw[2]))
 
 
-@dataclass(frozen=True, slots=True)
-class RowChange:
-    """One row of a rows event, as the stream decoded it."""
+class RowChange(NamedTuple):
+    """The rows of one rows event (one table), as the stream decoded them, values JSON-safe (`json_row`).
+
+    Row i's images are `before[i]` and `after[i]` (an insert has no before, a delete no after), its
+    position `position` with row `position.row + i`: one value per event, not per row, keeps the
+    reader's cost per row (and the garbage collector's) low."""
 
     op: Op
     namespace: str
     primary_key: tuple[str, ...]
-    before: Mapping[str, Any] | None
-    after: Mapping[str, Any] | None
-    position: BinlogPosition
+    before: Sequence[dict[str, Any]] | None
+    after: Sequence[dict[str, Any]] | None
+    position: BinlogPosition  # the first row's
     timestamp_ms: int
+
+    @property
+    def rows(self) -> int:
+        images = self.after if self.after is not None else self.before
+        return 0 if images is None else len(images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,29 +115,58 @@ def resume_plan(namespaces: Iterable[str], resume: Mapping[str, ReaderState]) ->
 
 
 def doc_key(primary_key: Sequence[str], row: Mapping[str, Any]) -> str:
+    if len(primary_key) == 1:
+        return str(row.get(primary_key[0]))
     return "|".join(str(row.get(column)) for column in primary_key)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its values made JSON-safe, in place: most values need no conversion."""
+    for column, value in row.items():
+        if type(value) not in _PLAIN:
+            row[column] = json_value(value)
+    return row
+
+
+def _first_new_row(change: RowChange, last: BinlogPosition | None) -> int:
+    """Index of the change's first row past `last`, the namespace's stored position."""
+    if last is None:
+        return 0
+    group, last_group = change.position[:2], last[:2]
+    if last_group < group:
+        return 0
+    if last_group > group:
+        return change.rows
+    return max(0, last.row - change.position.row + 1)
+
+
 def row_entries(changes: Iterable[RowChange], seen: dict[str, BinlogPosition]) -> list[NewEntry]:
-    """Entries for the changes past each namespace's stored position (and moves those positions)."""
+    """Entries for the rows past each namespace's stored position (and moves those positions)."""
     entries = []
     for change in changes:
-        last = seen.get(change.namespace)
-        if last is not None and change.position <= last:
+        op, namespace, pk, befores, afters, position, ts = change
+        count = change.rows
+        skip = _first_new_row(change, seen.get(namespace))
+        if skip >= count:
             continue
-        seen[change.namespace] = change.position
-        image = change.after if change.after is not None else change.before
-        assert image is not None
-        data = {k: json_value(v) for k, v in image.items()}
-        before = None if change.before is None else {k: json_value(v) for k, v in change.before.items()}
-        entries.append(
-            NewEntry(
-                Message(change.op, change.timestamp_ms, change.namespace, data, before),
-                Mode.SYNC,
-                {"binlog": change.position.to_json()},
-                doc_key(change.primary_key, before if change.op is Op.DELETE and before else data),
+        file, start, first = position
+        seen[namespace] = BinlogPosition(file, start, first + count - 1)
+        key_images = befores if op is Op.DELETE and befores is not None else afters
+        for index in range(skip, count):
+            before = None if befores is None else befores[index]
+            data = afters[index] if afters is not None else before
+            assert data is not None and key_images is not None
+            entries.append(
+                NewEntry(
+                    Message(op, ts, namespace, data, before),
+                    Mode.SYNC,
+                    {"binlog": [file, start, first + index]},
+                    doc_key(pk, key_images[index]),
+                )
             )
-        )
     return entries
 
 
@@ -158,6 +198,7 @@ class BinlogSource(Threaded):
         self._conn: Any = None
         self._stream: Any = None
         self._primary_keys: dict[str, tuple[str, ...]] = {}
+        self._matches: dict[str, bool] = {}  # namespace -> captured (the regex, searched once)
         self._group: tuple[str, int] | None = None  # the open event group's (file, start)
         self._row = -1
 
@@ -333,25 +374,29 @@ class BinlogSource(Threaded):
         if self._group is None:  # rows outside any group we saw start: their event is the group
             self._group, self._row = (self._stream.log_file, event_start), -1
         namespace = f"{event.schema}.{event.table}"
-        changes = []
-        for row in event.rows:
-            self._row += 1
-            if not self.tables.search(namespace):
-                continue
-            position = BinlogPosition(self._group[0], self._group[1], self._row)
-            ts = int(event.timestamp) * 1000
-            pk = self._primary_key(namespace)
-            if isinstance(event, WriteRowsEvent):
-                changes.append(RowChange(Op.INSERT, namespace, pk, None, row["values"], position, ts))
-            elif isinstance(event, UpdateRowsEvent):
-                changes.append(
-                    RowChange(
-                        Op.UPDATE, namespace, pk, row["before_values"], row["after_values"], position, ts
-                    )
-                )
-            else:
-                changes.append(RowChange(Op.DELETE, namespace, pk, row["values"], None, position, ts))
-        return changes
+        rows = event.rows  # decoded even for other tables: every row counts in the group's index
+        first = self._row + 1
+        self._row += len(rows)
+        if not self._captured(namespace):
+            return []
+        file, start = self._group
+        ts = int(event.timestamp) * 1000
+        pk = self._primary_key(namespace)
+        position = BinlogPosition(file, start, first)
+        if isinstance(event, WriteRowsEvent):
+            after = [json_row(row["values"]) for row in rows]
+            return [RowChange(Op.INSERT, namespace, pk, None, after, position, ts)]
+        if isinstance(event, UpdateRowsEvent):
+            before = [json_row(row["before_values"]) for row in rows]
+            after = [json_row(row["after_values"]) for row in rows]
+            return [RowChange(Op.UPDATE, namespace, pk, before, after, position, ts)]
+        before = [json_row(row["values"]) for row in rows]
+        return [RowChange(Op.DELETE, namespace, pk, before, None, position, ts)]
+
+    def _captured(self, namespace: str) -> bool:
+        if namespace not in self._matches:
+            self._matches[namespace] = self.tables.search(namespace) is not None
+        return self._matches[namespace]
 
     def _fetch(self, seen: dict[str, BinlogPosition]) -> list[NewEntry]:
         """Entries of up to batch_size rows, or what arrived within wait_s (heartbeats bound the wait)."""

@@ -69,6 +69,11 @@ class Branch:
         passes_all = all(isinstance(s, NamespaceFilter) and s.passes_all for s in self.steps)
         object.__setattr__(self, "passes_all", passes_all)
 
+    @property
+    def transforms(self) -> bool:
+        """Whether a transform step runs (it may change the message it is given)."""
+        return any(isinstance(step, TransformStep) for step in self.steps)
+
     def apply(self, message: Message) -> Message | None:
         """The message the writer receives, or None when a step filtered or dropped it (counts as acked)."""
         current: Message | None = message

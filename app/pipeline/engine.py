@@ -1,7 +1,8 @@
 """The pipeline run loop (seed 004) over ports: one source appending to the commit log, one
 task per writer reading the log from its own offset, bulk writes, interval flush of offsets,
 stop-on-failure and one-at-a-time replay, the operator's step / mark / resume, and the dead-letter
-queue of writers with `errors_tolerance: all`.
+queue of writers with `errors_tolerance: all`. A writer that is caught up takes the entries the log
+just confirmed from memory (`LogTail`) instead of reading them back; otherwise it reads the log.
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ from app.errors import ConfigError
 from app.pipeline.bulk import Bulk, DeadLettering, Sending, prepare_bulk, write_bulk
 from app.pipeline.chain import Branch
 from app.pipeline.errors import UnknownWriter
-from app.pipeline.model import LogEntry, NewEntry, entry_text
+from app.pipeline.model import LogEntry, NewEntry, entry_text, record_key
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.ports import CommitLog, Cursor, DeadLetterQueue, Sink, Source, StateStore
+from app.pipeline.tail import LogTail, TailCursor
 from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = ["PipelineRuntime", "WriterSlot"]
 
 log = logging.getLogger(__name__)
+
+
+TAIL_BATCHES = 8  # more keeps more objects alive for the garbage collector to walk
+TAIL_MIN_ENTRIES = 2_000
 
 
 def describe(exc: BaseException) -> str:
@@ -113,6 +119,8 @@ class PipelineRuntime:
         self._source_task: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
+        # Enough for writers a few batches behind the reader; one further behind reads the log.
+        self.tail = LogTail(max(batch_size * TAIL_BATCHES, TAIL_MIN_ENTRIES))
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -261,11 +269,17 @@ class PipelineRuntime:
         """Append to the commit log; once confirmed, each namespace's reader state moves to its last entry."""
         offsets = await self.log.append(batch)
         last: dict[str, tuple[NewEntry, int, dict[str, Any]]] = {}
+        confirmed = []
         for new, offset in zip(batch, offsets, strict=True):
-            namespace = new.message.namespace
+            msg = new.message
+            namespace = msg.namespace
             position = last[namespace][2] if namespace in last else {}
             position.update(new.position)
             last[namespace] = (new, offset, position)
+            confirmed.append(
+                LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, new.position, record_key(new))
+            )
+        self.tail.add(confirmed)
         for namespace, (new, offset, position) in last.items():
             msg = new.message
             self._advance_reader(LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, position))
@@ -283,8 +297,14 @@ class PipelineRuntime:
         self.flags.events.append(text)
         log.error("pipeline %s: %s", self.name, text)
 
+    def _cursor(self, slot: WriterSlot) -> Cursor:
+        """Writers with transforms read the log: the tail's messages are shared between writers."""
+        if slot.branch.transforms:
+            return self.log.cursor(slot.state.next_offset)
+        return TailCursor(self.log, self.tail, slot.state.next_offset)
+
     async def _run_writer(self, slot: WriterSlot) -> None:
-        cursor = self.log.cursor(slot.state.next_offset)
+        cursor = self._cursor(slot)
         fetching: asyncio.Task[list[LogEntry]] | None = None
         sending = Sending(slot.sink, functools.partial(self._confirmed, slot))
         try:

@@ -39,8 +39,8 @@ class Mode(enum.IntEnum):
     COMPLETE = 2
 
 
-# Message and LogEntry are values (never changed once built), but not frozen dataclasses: the commit-log
-# cursor builds one of each per entry, and a frozen __init__ costs three times a plain one.
+# Message, NewEntry and LogEntry are values (never changed once built), but not frozen dataclasses: readers
+# and the commit-log cursor build one of each per entry, and a frozen __init__ costs three times a plain one.
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ class Message:
         return replace(self, data=data)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewEntry:
     """What a reader hands to the commit log: the message, its phase and the reader's position."""
 
