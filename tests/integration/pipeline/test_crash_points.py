@@ -20,7 +20,7 @@ from app.cosmos import CosmosStore
 from app.kafka.admin import true_end_offsets
 from app.settings import Settings
 
-from .support import start, stop
+from .support import cli, start, stop
 
 pytestmark = pytest.mark.integration
 
@@ -94,9 +94,25 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
     async def docs() -> dict[str, int]:
         return {d["id"]: int(d["weight"]) async for d in target.read_all_items()}
 
+    def caught_up() -> bool:
+        """Every writer at the commit log's end: a replay after the crash has finished too (copies
+        written before the crash can satisfy the sinks' checks while the replay is under way)."""
+        done = cli("status", name)
+        if done.returncode != 0:
+            return False
+        report = orjson.loads(done.stdout)
+        writers = report["writers"].values()
+        return report["commit_log"]["end_offset"] >= MESSAGES and all(w["lag"] == 0 for w in writers)
+
     try:
         deadline = time.monotonic() + 150
         while True:
+            # The sinks are read only once every writer is at the log's end, so that they show
+            # the whole replay after the crash.
+            if not await asyncio.to_thread(caught_up):
+                assert time.monotonic() < deadline, "the writers never caught up after the restart"
+                await asyncio.sleep(0.25)
+                continue
             bus = await asyncio.to_thread(kafka_records, stack.bootstrap, topic)
             done = (
                 await asyncio.to_thread(mysql_rows) == newest
