@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 
 APPENDS_IN_FLIGHT = 4  # commit-log appends started and not yet confirmed
+WRITER_CHECK_S = 0.05  # a reader waiting for a writer looks again this often (the writer may stop)
 TAIL_BATCHES = 8  # more keeps more objects alive for the garbage collector to walk
 TAIL_MIN_ENTRIES = 2_000
 
@@ -125,6 +126,7 @@ class PipelineRuntime:
         self._flush_lock = asyncio.Lock()
         # Enough for writers a few batches behind the reader; one further behind reads the log.
         self.tail = LogTail(max(batch_size * TAIL_BATCHES, TAIL_MIN_ENTRIES))
+        self._writer_moved = asyncio.Event()  # a writer's offset moved (the reader may wait for it)
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -244,6 +246,7 @@ class PipelineRuntime:
                 async for batch in self.source.read(dict(self.readers)):
                     if batch:
                         await self._settle(appends, self.appends_in_flight - 1)
+                        await self._keep_within_tail()
                         previous = appends[-1] if appends else None
                         confirmed = await self.log.start_append(batch)
                         appends.append(
@@ -270,6 +273,28 @@ class PipelineRuntime:
                 for task in appends:
                     task.cancel()
                 await asyncio.gather(*appends, return_exceptions=True)
+
+    def _tail_lag(self) -> int | None:
+        """How far the tail's end is ahead of the most advanced running writer fed from it (by its
+        confirmed offset); None when no such writer holds a position in the tail."""
+        end = self.tail.end
+        offsets = [
+            s.state.next_offset
+            for s in self.slots.values()
+            if s.running and not s.branch.transforms and self.tail.holds(s.state.next_offset)
+        ]
+        return None if end is None or not offsets else end - max(offsets)
+
+    async def _keep_within_tail(self) -> None:
+        """The reader runs ahead of the most advanced tail-fed writer only as far as the tail holds
+        (counting the appends in flight): further ahead, that writer would read back from the log what
+        memory no longer holds, more work on the same GIL than the reader saves. A slower writer falls
+        behind and reads the log; a writer that stops no longer counts."""
+        limit = max(self.tail.capacity - self.appends_in_flight * self.batch_size, self.batch_size)
+        while (lag := self._tail_lag()) is not None and lag > limit:
+            self._writer_moved.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._writer_moved.wait(), WRITER_CHECK_S)
 
     @staticmethod
     async def _settle(appends: deque[asyncio.Task[None]], keep: int) -> None:
@@ -368,6 +393,7 @@ class PipelineRuntime:
         slot.received += bulk.count
         slot.state = slot.state.confirmed(bulk.last, bulk.namespaces.items())
         self.flags.dirty = True
+        self._writer_moved.set()
         return True
 
     async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:

@@ -38,6 +38,11 @@ class LogTail:
         """The offset after the newest entry; None while empty."""
         return self._base + len(self._entries) if self._entries else None
 
+    def holds(self, offset: int) -> bool:
+        """Whether `read(offset, ...)` is served from memory (the end included: caught up)."""
+        end = self.end
+        return end is not None and self._base <= offset <= end
+
     def add(self, entries: Sequence[LogEntry]) -> None:
         """Entries the log confirmed, in offset order. Offsets that do not follow on (another producer
         wrote in between) restart the tail at them; the entries before are read from the log."""
@@ -61,8 +66,7 @@ class LogTail:
     def read(self, start: int, max_count: int) -> list[LogEntry] | None:
         """Up to max_count entries from offset `start`; [] when `start` is the end (caught up), None
         when the tail does not hold `start` (read the log)."""
-        end = self.end
-        if end is None or start < self._base or start > end:
+        if not self.holds(start):
             return None
         index = start - self._base
         return self._entries[index : index + max_count]

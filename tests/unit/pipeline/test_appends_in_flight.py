@@ -16,6 +16,7 @@ from app.pipeline.offsets import ReaderState
 from app.pipeline.tail import LogTail
 
 from .helpers import RecordingSink, wait_for
+from .test_log_tail import CountingLog
 
 
 def new_entry(seq: int) -> NewEntry:
@@ -207,3 +208,61 @@ async def test_a_later_confirmation_waits_for_the_earlier_ones() -> None:
     finally:
         await runtime.stop(5)
     assert added(runtime) == [[0, 1], [2, 3], [4, 5]] and reader_at(runtime) == (5, 5)
+
+
+# -- the reader stays within the tail of the most advanced tail-fed writer -------------------
+
+
+class GatedSink(RecordingSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def write(self, messages: Sequence[Message]) -> None:
+        await self.gate.wait()
+        await super().write(messages)
+
+
+def gated_pipeline(log: CountingLog, source: SeqSource, sinks: dict[str, RecordingSink]) -> PipelineRuntime:
+    return PipelineRuntime(
+        name="inflight",
+        log_=log,
+        store=MemoryStateStore(),
+        source=source,
+        writers={name: (Branch(name), sink) for name, sink in sinks.items()},
+        writer_states={},
+        reader_states={},
+        batch_size=500,  # tail capacity 4,000; 4 appends in flight: the reader stays within 2,000
+        batch_wait_s=0.02,
+        flush_interval_s=0.05,
+    )
+
+
+async def test_the_reader_waits_for_a_writer_that_would_fall_off_the_tail() -> None:
+    log, source, sink = CountingLog(), SeqSource(10_000, 500), GatedSink()
+    runtime = gated_pipeline(log, source, {"db": sink})
+    await runtime.start()
+    try:
+        await wait_for(lambda: len(log.entries) >= 2_000)
+        await asyncio.sleep(0.2)
+        assert len(log.entries) <= 4_000 and not runtime.flags.source_done  # the writer confirmed nothing
+        read_back = log.read_back
+        sink.gate.set()
+        await wait_for(lambda: runtime.flags.source_done and sink.received == list(range(10_000)))
+    finally:
+        await runtime.stop(5)
+    assert log.read_back == read_back  # every entry after the writer's first read came from memory
+
+
+async def test_a_slow_writer_does_not_hold_back_the_reader_or_a_faster_writer() -> None:
+    log, source, slow, fast = CountingLog(), SeqSource(10_000, 500), GatedSink(), RecordingSink()
+    runtime = gated_pipeline(log, source, {"slow": slow, "fast": fast})
+    await runtime.start()
+    try:
+        await wait_for(lambda: runtime.flags.source_done and fast.received == list(range(10_000)))
+        assert slow.received == []
+        slow.gate.set()  # it fell off the tail: it reads the log
+        await wait_for(lambda: slow.received == list(range(10_000)))
+    finally:
+        await runtime.stop(5)
+    assert log.read_back > 0
