@@ -1,7 +1,7 @@
 """The commit log's newest entries in memory, for writers that are caught up with the reader.
 
-The engine adds a batch to the tail only after the log confirmed it (`CommitLog.append` returned
-its offsets), so a writer fed from the tail sees exactly what it would read back from the log, and
+The engine adds a batch to the tail only after the log confirmed it and every batch appended before
+it (in append order), so a writer fed from the tail sees exactly what it would read back from the log, and
 its offset still moves only past entries both the log and its sink confirmed. The log stays the
 record for replay: a writer whose next offset the tail does not hold (a restart, a writer that fell
 behind the tail's capacity, entries another producer wrote in between) reads the log as before.
