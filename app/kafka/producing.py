@@ -1,21 +1,26 @@
 """An asyncio producer to a named topic and partition: `await send(...)` returns where the broker
-confirmed the record, or raises ProduceFailed / RecordRefused. One poll thread serves the
-delivery callbacks; a full local queue is waited out, not raised.
+confirmed the record, or raises ProduceFailed / RecordRefused; `produce_all` queues many records
+reported to one delivery callback of the caller's. One poll thread serves the delivery callbacks;
+a full local queue is waited out, not raised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from app.errors import ServiceUnavailable
 
 __all__ = ["AsyncProducer", "Delivered", "ProduceFailed", "RecordRefused", "produce_failed", "settle"]
+
+
+T = TypeVar("T")
+OnDelivery = Callable[[KafkaError | None, Message], None]
 
 
 class ProduceFailed(ServiceUnavailable):
@@ -82,25 +87,59 @@ class AsyncProducer:
                 result = Delivered(msg.topic(), msg.partition(), msg.offset())
             loop.call_soon_threadsafe(settle, future, result)
 
-        while True:
-            try:
-                self._producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    headers=list(headers) if headers else None,
-                    on_delivery=on_delivery,
-                )
-                break
-            except BufferError:  # the local queue is full: wait for deliveries to drain it
-                await asyncio.sleep(0.02)
-            except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
-                where = f"{topic}[{partition}]"
-                if exc.args and isinstance(exc.args[0], KafkaError):
-                    raise produce_failed(where, exc.args[0]) from exc
-                raise ProduceFailed(f"{where}: {exc}") from exc
+        await self._queued(topic, partition, key, value, list(headers) if headers else None, on_delivery)
         return await future
+
+    async def produce_all(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[tuple[bytes | None, bytes]],
+        on_delivery: OnDelivery,
+    ) -> None:
+        """Queue (key, value) records in order, each reported to `on_delivery` on the poll thread;
+        returns once all are queued (not confirmed). Raises as `send` does for a refused record."""
+        for key, value in records:
+            if not self._queue(topic, partition, key, value, None, on_delivery):
+                await self._queued(topic, partition, key, value, None, on_delivery)
+
+    async def _queued(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        on_delivery: OnDelivery,
+    ) -> None:
+        """Hand one record to the producer, waiting while its local queue is full."""
+        while True:
+            if self._queue(topic, partition, key, value, headers, on_delivery):
+                return
+            await asyncio.sleep(0.02)  # wait for deliveries to drain the queue
+
+    def _queue(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        on_delivery: OnDelivery,
+    ) -> bool:
+        """Hand one record to the producer; False when its local queue is full."""
+        try:
+            self._producer.produce(
+                topic, value=value, key=key, partition=partition, headers=headers, on_delivery=on_delivery
+            )
+            return True
+        except BufferError:
+            return False
+        except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
+            where = f"{topic}[{partition}]"
+            if exc.args and isinstance(exc.args[0], KafkaError):
+                raise produce_failed(where, exc.args[0]) from exc
+            raise ProduceFailed(f"{where}: {exc}") from exc
 
     async def close(self) -> None:
         await asyncio.to_thread(self._producer.flush, 30)
@@ -108,7 +147,7 @@ class AsyncProducer:
         await asyncio.to_thread(self._poller.join, 5)
 
 
-def settle(future: asyncio.Future[Delivered], result: Delivered | Exception) -> None:
+def settle(future: asyncio.Future[T], result: T | Exception) -> None:
     if future.done():
         return
     if isinstance(result, Exception):

@@ -12,7 +12,8 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ __all__ = ["PipelineRuntime", "WriterSlot"]
 log = logging.getLogger(__name__)
 
 
+APPENDS_IN_FLIGHT = 4  # commit-log appends started and not yet confirmed
+WRITER_CHECK_S = 0.05  # a reader waiting for a writer looks again this often (the writer may stop)
 TAIL_BATCHES = 8  # more keeps more objects alive for the garbage collector to walk
 TAIL_MIN_ENTRIES = 2_000
 
@@ -92,6 +95,7 @@ class PipelineRuntime:
         source_retry_s: float = 5.0,
         errors_tolerance: Mapping[str, ErrorsTolerance] | None = None,
         dead_letters: DeadLetterQueue | None = None,
+        appends_in_flight: int = APPENDS_IN_FLIGHT,
     ) -> None:
         self.name = name
         self.log = log_
@@ -115,12 +119,14 @@ class PipelineRuntime:
         self.flush_interval_s = flush_interval_s
         self.restart_after_s = restart_after_s
         self.source_retry_s = source_retry_s
+        self.appends_in_flight = max(appends_in_flight, 1)
         self.flags = _Flags()
         self._source_task: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._flush_lock = asyncio.Lock()
         # Enough for writers a few batches behind the reader; one further behind reads the log.
         self.tail = LogTail(max(batch_size * TAIL_BATCHES, TAIL_MIN_ENTRIES))
+        self._writer_moved = asyncio.Event()  # a writer's offset moved (the reader may wait for it)
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -235,17 +241,18 @@ class PipelineRuntime:
     async def _run_source(self) -> None:
         assert self.source is not None
         while not self.flags.stopping:
-            appending: asyncio.Task[None] | None = None
+            appends: deque[asyncio.Task[None]] = deque()  # oldest first, each awaiting the one before
             try:
-                # One append in flight: the source reads its next batch while the log confirms this one.
                 async for batch in self.source.read(dict(self.readers)):
-                    if not batch:
-                        continue
-                    if appending is not None:
-                        await appending
-                    appending = asyncio.create_task(self._append(batch))
-                if appending is not None:
-                    await appending
+                    if batch:
+                        await self._settle(appends, self.appends_in_flight - 1)
+                        await self._keep_within_tail()
+                        previous = appends[-1] if appends else None
+                        confirmed = await self.log.start_append(batch)
+                        appends.append(
+                            asyncio.create_task(self._confirmed_append(batch, confirmed, previous))
+                        )
+                await self._settle(appends, 0)
                 self.flags.source_done = True
                 self.flags.source_error = None
                 return
@@ -259,27 +266,64 @@ class PipelineRuntime:
                     self.source_retry_s,
                     describe(exc),
                 )
+                # Appends started before the failure may still be confirmed: their reader states count.
+                await asyncio.gather(*appends, return_exceptions=True)
                 await asyncio.sleep(self.source_retry_s)
             finally:
-                if appending is not None and not appending.done():
-                    appending.cancel()
-                    await asyncio.gather(appending, return_exceptions=True)
+                for task in appends:
+                    task.cancel()
+                await asyncio.gather(*appends, return_exceptions=True)
 
-    async def _append(self, batch: list[NewEntry]) -> None:
-        """Append to the commit log; once confirmed, each namespace's reader state moves to its last entry."""
-        offsets = await self.log.append(batch)
+    def _tail_lag(self) -> int | None:
+        """How far the tail's end is ahead of the most advanced running writer fed from it (by its
+        confirmed offset); None when no such writer holds a position in the tail."""
+        end = self.tail.end
+        offsets = [
+            s.state.next_offset
+            for s in self.slots.values()
+            if s.running and not s.branch.transforms and self.tail.holds(s.state.next_offset)
+        ]
+        return None if end is None or not offsets else end - max(offsets)
+
+    async def _keep_within_tail(self) -> None:
+        """The reader runs ahead of the most advanced tail-fed writer only as far as the tail holds
+        (counting the appends in flight): further ahead, that writer would read back from the log what
+        memory no longer holds, more work on the same GIL than the reader saves. A slower writer falls
+        behind and reads the log; a writer that stops no longer counts."""
+        limit = max(self.tail.capacity - self.appends_in_flight * self.batch_size, self.batch_size)
+        while (lag := self._tail_lag()) is not None and lag > limit:
+            self._writer_moved.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._writer_moved.wait(), WRITER_CHECK_S)
+
+    @staticmethod
+    async def _settle(appends: deque[asyncio.Task[None]], keep: int) -> None:
+        """Finished appends are taken off (a failed one raises); then wait until at most `keep` remain.
+        After a failure, the appends left are all later ones: they fail too (see _confirmed_append)."""
+        while appends and (appends[0].done() or len(appends) > keep):
+            await appends.popleft()
+
+    async def _confirmed_append(
+        self, batch: list[NewEntry], confirmed: Awaitable[list[int]], previous: asyncio.Task[None] | None
+    ) -> None:
+        """Once the log confirmed this batch and every earlier one, in append order: each namespace's
+        reader state moves to its last entry and the tail gets the entries. A failed earlier append
+        fails this one too (raises), so nothing after a gap moves a reader state."""
+        offsets = await confirmed
+        if previous is not None:
+            await previous
         last: dict[str, tuple[NewEntry, int, dict[str, Any]]] = {}
-        confirmed = []
+        entries = []
         for new, offset in zip(batch, offsets, strict=True):
             msg = new.message
             namespace = msg.namespace
             position = last[namespace][2] if namespace in last else {}
             position.update(new.position)
             last[namespace] = (new, offset, position)
-            confirmed.append(
+            entries.append(
                 LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, new.position, record_key(new))
             )
-        self.tail.add(confirmed)
+        self.tail.add(entries)
         for namespace, (new, offset, position) in last.items():
             msg = new.message
             self._advance_reader(LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, position))
@@ -349,6 +393,7 @@ class PipelineRuntime:
         slot.received += bulk.count
         slot.state = slot.state.confirmed(bulk.last, bulk.namespaces.items())
         self.flags.dirty = True
+        self._writer_moved.set()
         return True
 
     async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:

@@ -12,25 +12,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.crashpoints import crash_point
 from app.errors import InvalidInput, ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.producing import AsyncProducer, produce_failed, settle
 from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
 from app.pipeline.model import Message as PipelineMessage
 
-__all__ = ["COMMIT_LOG_CONFIG", "KafkaCommitLog", "KafkaCursor", "PipelineTopics", "read_log_range"]
+__all__ = [
+    "COMMIT_LOG_CONFIG",
+    "BatchDelivery",
+    "KafkaCommitLog",
+    "KafkaCursor",
+    "PipelineTopics",
+    "read_log_range",
+]
 
 log = logging.getLogger(__name__)
 
 SEGMENT_BYTES = 1 << 30
 MIN_COMPACTION_LAG_MS = 7 * 24 * 3600 * 1000
+APPEND_TIMEOUT_MS = 60_000  # a record the broker has not confirmed by then fails its batch
 COMMIT_LOG_CONFIG = {
     "cleanup.policy": "compact",
     "segment.bytes": str(SEGMENT_BYTES),
@@ -84,61 +93,81 @@ def _decode(topic: str, msg: Any) -> LogEntry:
     return entry
 
 
+class BatchDelivery:
+    """The delivery callback of one appended batch's records (called on the producer's poll thread).
+    The log is one partition written only by this pipeline's idempotent producer, so the reports
+    arrive in produce order: the offsets are collected as they come. Any error fails the batch."""
+
+    __slots__ = ("_count", "_loop", "_topic", "confirmed", "offsets")
+
+    def __init__(self, topic: str, count: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._topic = topic
+        self._count = count
+        self._loop = loop
+        self.offsets: list[int] = []
+        self.confirmed: asyncio.Future[list[int]] = loop.create_future()
+        if count == 0:
+            self.confirmed.set_result([])
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._fail(produce_failed(f"{self._topic}[0]", err))
+        elif msg.topic() != self._topic or msg.partition() != 0:
+            self._fail(
+                ServiceUnavailable(f"{self._topic}[0]: delivery report for {msg.topic()}[{msg.partition()}]")
+            )
+        else:
+            offset = msg.offset()
+            if self.offsets and offset <= self.offsets[-1]:
+                self._fail(
+                    ServiceUnavailable(f"{self._topic}[0]: offset {offset} reported after {self.offsets[-1]}")
+                )
+            self.offsets.append(offset)
+            if len(self.offsets) == self._count:
+                self._loop.call_soon_threadsafe(settle, self.confirmed, self.offsets)
+
+    def _fail(self, error: Exception) -> None:
+        self._count = -1  # never complete with offsets
+        self._loop.call_soon_threadsafe(settle, self.confirmed, error)
+
+
 class KafkaCommitLog:
     def __init__(self, bootstrap: str, topic: str, max_message_bytes: int = 1_048_576) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
-        self._producer: Producer | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"log-{topic}")
+        self._producer: AsyncProducer | None = None
         self._max_message_bytes = max_message_bytes
+        self._starting = asyncio.Lock()  # one batch handed over at a time: produce order = call order
 
     def ensure_topic(self) -> None:
         KafkaAdmin(self.bootstrap).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
 
-    def _append_blocking(self, entries: Sequence[NewEntry]) -> list[int]:
+    def _get_producer(self) -> AsyncProducer:
+        """Created on the first append: cursors-only users (CLI, writer drains) start no producer."""
         if self._producer is None:
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "enable.idempotence": True,
-                    "linger.ms": 2,
+            self._producer = AsyncProducer(
+                self.bootstrap,
+                name=f"log-{self.topic}",
+                **{
                     "batch.num.messages": 10000,
                     "message.max.bytes": max(self._max_message_bytes + 65536, 1_000_000),
-                }
+                    "message.timeout.ms": APPEND_TIMEOUT_MS,
+                },
             )
-        producer = self._producer
-        offsets: list[int] = [-1] * len(entries)
-        errors: list[str] = []
+        return self._producer
 
-        def delivered(index: int) -> Callable[[Any, Any], None]:
-            def callback(err: Any, msg: Any) -> None:
-                if err is not None:
-                    errors.append(str(err))
-                else:
-                    offsets[index] = msg.offset()
-
-            return callback
-
-        for index, entry in enumerate(entries):
-            while True:
-                try:
-                    producer.produce(
-                        self.topic, encode_entry(entry), record_key(entry), 0, on_delivery=delivered(index)
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        remaining = producer.flush(60)
-        if remaining or errors:
-            raise ServiceUnavailable(
-                f"{self.topic}[0]: {remaining} entries unconfirmed, {len(errors)} failed: {errors[:1]}"
-            )
-        return offsets
-
-    async def append(self, entries: Sequence[NewEntry]) -> list[int]:
-        loop = asyncio.get_running_loop()
-        crash_point("pipeline.log.append")
-        return await loop.run_in_executor(self._executor, self._append_blocking, list(entries))
+    async def start_append(self, entries: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
+        """Produce the batch now; the future gives its offsets once the broker confirmed every record."""
+        async with self._starting:
+            crash_point("pipeline.log.append")
+            delivery = BatchDelivery(self.topic, len(entries), asyncio.get_running_loop())
+            records = ((record_key(entry), encode_entry(entry)) for entry in entries)
+            try:
+                await self._get_producer().produce_all(self.topic, 0, records, delivery)
+            except BaseException:
+                delivery.confirmed.cancel()  # nobody awaits it; the reports of queued records are ignored
+                raise
+            return delivery.confirmed
 
     async def end_offset(self) -> int:
         ends = await asyncio.to_thread(true_end_offsets, self.bootstrap, [(self.topic, 0)])
@@ -149,8 +178,7 @@ class KafkaCommitLog:
 
     async def close(self) -> None:
         if self._producer is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._producer.flush, 30)
-        self._executor.shutdown(wait=False)
+            await self._producer.close()
 
 
 class KafkaCursor:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from app.pipeline.model import LogEntry, NewEntry, record_key
 from app.pipeline.offsets import ReaderState, WriterState
@@ -12,12 +14,54 @@ from app.pipeline.tolerance import DeadLetter
 __all__ = ["MemoryCommitLog", "MemoryCursor", "MemoryDeadLetters", "MemoryStateStore"]
 
 
+@dataclass(slots=True)
+class PendingAppend:
+    entries: list[NewEntry]
+    confirmed: asyncio.Future[list[int]]
+
+
 class MemoryCommitLog:
+    """Appends are written and confirmed at once, unless `hold()`: then they wait, in order, for
+    `confirm` (written, offsets given) or `refuse` (nothing written, the append fails)."""
+
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
+        self.pending: deque[PendingAppend] = deque()
+        self.holding = False
         self._grew = asyncio.Event()
 
     async def append(self, entries: Sequence[NewEntry]) -> list[int]:
+        return await (await self.start_append(entries))
+
+    async def start_append(self, entries: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
+        confirmed: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self.pending.append(PendingAppend(list(entries), confirmed))
+        if not self.holding:
+            self.confirm()
+        return confirmed
+
+    def hold(self) -> None:
+        """Appends started from now on stay pending until confirmed or refused."""
+        self.holding = True
+
+    def release(self) -> None:
+        """Stop holding; every pending append is confirmed."""
+        self.holding = False
+        self.confirm()
+
+    def confirm(self, count: int | None = None) -> None:
+        """Write the oldest `count` pending appends (all by default) and give their offsets."""
+        for _ in range(len(self.pending) if count is None else count):
+            pending = self.pending.popleft()
+            pending.confirmed.set_result(self._write(pending.entries))
+
+    def refuse(self, error: Exception, index: int = 0) -> None:
+        """The pending append at `index` (the oldest by default) fails; none of its entries is written."""
+        pending = self.pending[index]
+        del self.pending[index]
+        pending.confirmed.set_exception(error)
+
+    def _write(self, entries: Sequence[NewEntry]) -> list[int]:
         offsets = []
         for new in entries:
             msg = new.message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from app.pipeline.model import LogEntry, Message, NewEntry
@@ -30,8 +30,10 @@ class Cursor(Protocol):
 
 
 class CommitLog(Protocol):
-    async def append(self, entries: Sequence[NewEntry]) -> list[int]:
-        """Append and return the offsets once the log confirmed every entry."""
+    async def start_append(self, entries: Sequence[NewEntry]) -> Awaitable[list[int]]:
+        """Start appending: returns once the entries are handed to the log, in call order (the
+        log's order; calls must not overlap), with an awaitable that gives their offsets once the
+        log confirmed every one, or raises. Raises itself when the log refuses the batch at once."""
         ...
 
     async def end_offset(self) -> int:

@@ -1,7 +1,7 @@
 """The commit log's newest entries in memory, for writers that are caught up with the reader.
 
-The engine adds a batch to the tail only after the log confirmed it (`CommitLog.append` returned
-its offsets), so a writer fed from the tail sees exactly what it would read back from the log, and
+The engine adds a batch to the tail only after the log confirmed it and every batch appended before
+it (in append order), so a writer fed from the tail sees exactly what it would read back from the log, and
 its offset still moves only past entries both the log and its sink confirmed. The log stays the
 record for replay: a writer whose next offset the tail does not hold (a restart, a writer that fell
 behind the tail's capacity, entries another producer wrote in between) reads the log as before.
@@ -38,6 +38,11 @@ class LogTail:
         """The offset after the newest entry; None while empty."""
         return self._base + len(self._entries) if self._entries else None
 
+    def holds(self, offset: int) -> bool:
+        """Whether `read(offset, ...)` is served from memory (the end included: caught up)."""
+        end = self.end
+        return end is not None and self._base <= offset <= end
+
     def add(self, entries: Sequence[LogEntry]) -> None:
         """Entries the log confirmed, in offset order. Offsets that do not follow on (another producer
         wrote in between) restart the tail at them; the entries before are read from the log."""
@@ -61,8 +66,7 @@ class LogTail:
     def read(self, start: int, max_count: int) -> list[LogEntry] | None:
         """Up to max_count entries from offset `start`; [] when `start` is the end (caught up), None
         when the tail does not hold `start` (read the log)."""
-        end = self.end
-        if end is None or start < self._base or start > end:
+        if not self.holds(start):
             return None
         index = start - self._base
         return self._entries[index : index + max_count]

@@ -24,20 +24,17 @@ def entries(first: int, count: int) -> list[LogEntry]:
 
 
 class CountingLog(MemoryCommitLog):
-    """Counts the entries writers read back from the log; `gate` holds appends before they are confirmed."""
+    """Counts the entries writers read back from the log; `refuse` refuses appends when handed over."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read_back = 0
-        self.gate = asyncio.Event()
-        self.gate.set()
         self.refuse = False
 
-    async def append(self, new: Sequence[NewEntry]) -> list[int]:
-        await self.gate.wait()
+    async def start_append(self, new: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
         if self.refuse:
             raise OSError("log refused the append")
-        return await super().append(new)
+        return await super().start_append(new)
 
     def cursor(self, start: int) -> MemoryCursor:
         log = self
@@ -135,11 +132,11 @@ async def test_a_caught_up_writer_gets_entries_only_after_the_log_confirmed_them
         await source.queue.put(list(range(5)))
         await caught_up(runtime, 4)
         read_back = log.read_back
-        log.gate.clear()
+        log.hold()
         await source.queue.put(list(range(5, 10)))
         await asyncio.sleep(0.1)
         assert sink.received == list(range(5)) and runtime.slots["db"].state.offset == 4  # not confirmed
-        log.gate.set()
+        log.release()
         for batch in (list(range(10, 25)), list(range(25, 30))):
             await source.queue.put(batch)
         await caught_up(runtime, 29)
@@ -175,7 +172,6 @@ async def test_a_refused_append_never_reaches_a_writer() -> None:
     try:
         log.refuse = True
         await source.queue.put([0, 1])
-        await source.queue.put([9])  # the reader learns of the refusal when it hands over its next batch
         await wait_for(lambda: runtime.flags.source_error is not None)
         log.refuse = False
         await source.queue.put([2])

@@ -36,9 +36,9 @@ POINT_ELSEWHERE = {
     "app/batch/atomic.py::atomically": "batch.table.intent_written, then each key's changelog write",
     "tables/batches.py::_write": "batch.table.intent_written before it, batch.table.local_applied after",
     "tables/subscriptions.py::write": "SlotStates.put passes subscription.state.write",
-    "app/kafka/producing.py::send": (
+    "app/kafka/producing.py::_queue": (
         "the library consumer's writers name theirs (consumer.retry.confirmed, consumer.dlq.confirmed,"
-        " consumer.state.write)"
+        " consumer.state.write); KafkaCommitLog.start_append passes pipeline.log.append"
     ),
     "app/composite/producer.py::produce": (
         "the producer's callers name their point (subscription.rq.confirmed, subscription.dlq.confirmed)"
@@ -50,7 +50,6 @@ POINT_ELSEWHERE = {
     "app/hub/cosmos_io.py::_batch_create": "hub.save.events",
     "app/pipeline/engine.py::_run_writer": "hands bulks to the writers, which pass pipeline.writer.*",
     "app/pipeline/engine.py::_write_bulk": "as above",
-    "app/pipeline/kafka_log.py::_append_blocking": "KafkaCommitLog.append passes pipeline.log.append",
     "app/pipeline/kafka_dlq.py::send": "bulk.DeadLettering passes pipeline.dlq.confirmed after it",
 }
 
