@@ -8,6 +8,7 @@ record the pipeline applies when it starts, and pause / resume / step fail with 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,10 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, p
             else progress,
         }
     )
+    # Faust's own settings take WEB_PORT from the environment over the app's configuration: a
+    # WEB_PORT inherited from a worker's environment (`hubstream run` starts the mirror pipeline
+    # so) would put this process on the worker's port.
+    os.environ["WEB_PORT"] = str(settings.web_port)
     ensure_topics(settings, topics)
     app = create_app(settings, capabilities=["agents.pipelines"])
     # web host/port come from the app's configuration (Worker() takes no web_port argument).

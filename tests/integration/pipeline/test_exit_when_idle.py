@@ -5,6 +5,7 @@ it exited 0 either way, so a script could not tell)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -38,13 +39,23 @@ def run_idle(tmp_path: Path, name: str, poison: bool, *options: str) -> subproce
         "writers:\n"
         f"  - {{name: file, type: jsonl, path: {target}, transforms: ['transforms.py:refuse_poison']}}\n"
     )
-    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
-    return subprocess.run(
-        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning", *options],
-        env=env,
-        capture_output=True,
-        timeout=240,
-    )
+    # A worker's WEB_PORT in the environment, on a port that is taken (as `hubstream run` starts
+    # its mirror pipeline): the pipeline process must still serve on PIPELINE_WEB_PORT.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {
+            **os.environ,
+            "HUBSTREAM_HOME": str(tmp_path),
+            "PIPELINE_WEB_PORT": str(free_port()),
+            "WEB_PORT": str(taken.getsockname()[1]),
+        }
+        return subprocess.run(
+            [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning", *options],
+            env=env,
+            capture_output=True,
+            timeout=240,
+        )
 
 
 @pytest.mark.timeout(300)
