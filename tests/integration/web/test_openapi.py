@@ -15,8 +15,17 @@ from app.worker.factory import create_app
 @pytest.mark.integration
 def test_document_matches_the_worker_route_table(stack: Settings, tmp_path: Path) -> None:
     unique = uuid.uuid4().hex[:10]
+    # Its own ack and completion topics: creating the app creates them with its partition count,
+    # and a shared default name made with 1 partition stops every later worker that needs 8.
     settings = stack.model_copy(
-        update={"home": tmp_path, "app_id": f"openapi-{unique}", "web_port": 6598, "table_partitions": 1}
+        update={
+            "home": tmp_path,
+            "app_id": f"openapi-{unique}",
+            "web_port": 6598,
+            "table_partitions": 1,
+            "batch_acks_topic": f"openapi-acks-{unique}",
+            "batch_completions_topic": f"openapi-completions-{unique}",
+        }
     )
     app = create_app(settings)
     app.web.init_server()
