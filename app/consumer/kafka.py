@@ -130,15 +130,21 @@ class KafkaStateLog:
 
     async def write_dlq_marks(self) -> None:
         """Write each owned partition's DLQ mark that moved: the next owner reads the DLQ from it."""
-        for partition, mark in list(self.dlq_marks.items()):
-            at = mark.mark
-            if at is None or at <= self.dlq_from.get(partition, 0):
-                continue
-            crash_point("consumer.dlq.mark")
-            value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
-            await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
-            if partition in self.dlq_marks:
-                self.dlq_from[partition] = at
+        moved = {p: m.mark for p, m in self.dlq_marks.items()}
+        await asyncio.gather(
+            *(
+                self._write_mark(p, at)
+                for p, at in moved.items()
+                if at is not None and at > self.dlq_from.get(p, 0)
+            )
+        )
+
+    async def _write_mark(self, partition: int, at: int) -> None:
+        crash_point("consumer.dlq.mark")
+        value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
+        await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
+        if partition in self.dlq_marks:
+            self.dlq_from[partition] = max(at, self.dlq_from.get(partition, 0))
 
 
 class KafkaQueues:
@@ -291,6 +297,7 @@ class KeyedConsumer:
         helpers = [
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._dlq_mark_loop()),
         ]
         if self._throttle is not None:
             helpers.append(asyncio.create_task(asyncio.to_thread(self._read_members)))
@@ -708,9 +715,14 @@ class KeyedConsumer:
                 "%s: DLQ mark not written (the next owner reads more of the DLQ): %s", self.member_id, exc
             )
 
-    async def _heartbeat_loop(self) -> None:
+    async def _dlq_mark_loop(self) -> None:
+        """Apart from the heartbeats: a slow mark write must not make a live copy look gone."""
         while True:
             await self._write_dlq_marks()
+            await asyncio.sleep(self.settings.heartbeat_s)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
             member = self.heartbeat()
             if self._throttle is not None:
                 self._throttle.observe(
