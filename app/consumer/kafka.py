@@ -34,8 +34,8 @@ from confluent_kafka import Message as KafkaMessage
 from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
-from app.consumer.orphans import adopt_copies, copy_at
-from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
+from app.consumer.orphans import DLQ_MARK_KEY, DlqMark, adopt_copies, copy_at
+from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
 from app.consumer.throttle import Sample, Throttle
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
@@ -52,6 +52,7 @@ __all__ = ["ConsumerStats", "KafkaQueues", "KafkaStateLog", "KeyedConsumer", "en
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 TP = tuple[str, int]
+Commit = tuple[int, str]  # offset, metadata (the finished offsets above it)
 
 
 def ensure_topics(settings: ConsumerSettings) -> int:
@@ -86,22 +87,34 @@ class KafkaStateLog:
         self.settings = settings
         self.producer = producer
         self._states: dict[int, dict[str, GroupState]] = {}
+        self.dlq_from: dict[int, int] = {}  # the DLQ mark in `<name>-state`, as loaded or written
+        self.dlq_marks: dict[int, DlqMark] = {}  # the owned DLQ partitions' marks, as they move
 
     def load(self, partitions: list[int]) -> None:
-        """Read the partitions' newest states (blocking: run it in a thread)."""
+        """Read the partitions' newest states and DLQ marks (blocking: run it in a thread)."""
         loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
+        marks = {p: 0 for p in partitions}
         starts = {(self.settings.state_topic, p): 0 for p in partitions}
         for msg in read_from(self.settings.bootstrap, starts):
+            if msg.key() == DLQ_MARK_KEY:
+                if msg.value() is not None:
+                    marks[msg.partition()] = max(
+                        marks[msg.partition()], orjson.loads(msg.value())["dlq_from"]
+                    )
+                continue
             key = (msg.key() or b"").decode("utf-8", "replace")
             if msg.value() is None:
                 loaded[msg.partition()].pop(key, None)
                 continue
             loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
         self._states.update(loaded)
+        self.dlq_from.update(marks)
 
     def forget(self, partitions: set[int]) -> None:
         for p in partitions:
             self._states.pop(p, None)
+            self.dlq_from.pop(p, None)
+            self.dlq_marks.pop(p, None)
 
     def get(self, partition: int, key: str) -> GroupState | None:
         return self._states.get(partition, {}).get(key)
@@ -111,12 +124,34 @@ class KafkaStateLog:
         value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
         await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
         self._states.setdefault(partition, {})[key] = state
+        mark = self.dlq_marks.get(partition)
+        if mark is not None and state.dlq.p is not None:
+            mark.recorded(state.dlq.p.internal_topic_offset)
+
+    async def write_dlq_marks(self) -> None:
+        """Write each owned partition's DLQ mark that moved: the next owner reads the DLQ from it."""
+        moved = {p: m.mark for p, m in self.dlq_marks.items()}
+        await asyncio.gather(
+            *(
+                self._write_mark(p, at)
+                for p, at in moved.items()
+                if at is not None and at > self.dlq_from.get(p, 0)
+            )
+        )
+
+    async def _write_mark(self, partition: int, at: int) -> None:
+        crash_point("consumer.dlq.mark")
+        value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
+        await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
+        if partition in self.dlq_marks:
+            self.dlq_from[partition] = max(at, self.dlq_from.get(partition, 0))
 
 
 class KafkaQueues:
-    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
+    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer, states: KafkaStateLog) -> None:
         self.settings = settings
         self.producer = producer
+        self.states = states
 
     async def to_retry(self, work: Work, headers: Any) -> int:
         delivered = await self.producer.send(
@@ -128,9 +163,19 @@ class KafkaQueues:
         return delivered.offset
 
     async def to_dlq(self, work: Work, headers: Any) -> int:
-        delivered = await self.producer.send(
-            self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
-        )
+        mark = self.states.dlq_marks.get(work.partition)
+        if mark is not None:
+            mark.sending()
+        try:
+            delivered = await self.producer.send(
+                self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
+            )
+        except BaseException:
+            if mark is not None:
+                mark.failed()
+            raise
+        if mark is not None:  # an undecodable record's copy is recorded in no key state
+            mark.confirmed(delivered.offset, needs_state=not work.undecodable)
         crash_point("consumer.dlq.confirmed")
         return delivered.offset
 
@@ -190,7 +235,9 @@ class KeyedConsumer:
         self._consumer: Consumer | None = None
         self._owned: set[int] = set()
         self._trackers: dict[TP, OffsetTracker] = {}
-        self._committed: dict[TP, int] = {}
+        self._committed: dict[TP, Commit] = {}
+        self._resumed: dict[TP, frozenset[int]] = {}  # finished above the commit, per its metadata
+        self._metadata_missing_logged = False
         self._lanes: KeyLanes[tuple[int, str], tuple[Work, TP]] = KeyLanes()
         self._ready: deque[tuple[Work, TP]] = deque()  # heads of lanes, for the next free worker
         self._idle: deque[asyncio.Future[None]] = deque()  # workers waiting for a lane
@@ -226,7 +273,7 @@ class KeyedConsumer:
             self._spawn_worker()
         self._producer = AsyncProducer(s.bootstrap, name=s.name)
         self._states = KafkaStateLog(s, self._producer)
-        self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer))
+        self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer, self._states))
         consumer = Consumer(
             {
                 "bootstrap.servers": s.bootstrap,
@@ -250,6 +297,7 @@ class KeyedConsumer:
         helpers = [
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._dlq_mark_loop()),
         ]
         if self._throttle is not None:
             helpers.append(asyncio.create_task(asyncio.to_thread(self._read_members)))
@@ -332,17 +380,40 @@ class KeyedConsumer:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        mains = sorted(tp.partition for tp in partitions if tp.topic == self.settings.topic)
+        s = self.settings
+        mains = sorted(tp.partition for tp in partitions if tp.topic == s.topic)
         log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
-        retry = [TopicPartition(self.settings.retry_topic, p) for p in mains]
-        committed = consumer.committed(retry, timeout=30) if retry else []
-        self._in_loop(self._assign(mains, {tp.partition: max(0, tp.offset) for tp in committed}))
+        asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
+        committed = consumer.committed(asked, timeout=30) if asked else []
+        retry_from = {tp.partition: max(0, tp.offset) for tp in committed if tp.topic == s.retry_topic}
+        self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
+
+    def _finished_above(self, committed: list[TopicPartition]) -> dict[TP, frozenset[int]]:
+        """Offsets a previous owner finished above its commit, from the commit metadata. A broker
+        that does not return commit metadata (Tansu 0.6 takes it and returns none) leaves these
+        empty: everything from the committed offset is redelivered, as without metadata."""
+        found: dict[TP, frozenset[int]] = {}
+        for tp in committed:
+            if tp.offset < 0:
+                continue
+            if not tp.metadata and not self._metadata_missing_logged:
+                self._metadata_missing_logged = True
+                log.info(
+                    "%s: %s[%d] committed offset %d came back without metadata: finished offsets "
+                    "above commits are not known to this copy (redelivered after a crash)",
+                    self.member_id,
+                    tp.topic,
+                    tp.partition,
+                    tp.offset,
+                )
+            found[(tp.topic, tp.partition)] = decode_finished(tp.offset, tp.metadata)
+        return found
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
         self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
 
-    def _commit(self, consumer: Consumer, offsets: dict[TP, int]) -> None:
+    def _commit(self, consumer: Consumer, offsets: dict[TP, Commit]) -> None:
         """Commit on the poll thread only: commits and rebalances then never overlap, and an
         older commit can never land after a newer one."""
         if not offsets:
@@ -350,7 +421,8 @@ class KeyedConsumer:
         try:
             crash_point("consumer.offsets.commit")
             answer = consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                offsets=[TopicPartition(t, p, o, metadata=m) for (t, p), (o, m) in offsets.items()],
+                asynchronous=False,
             )
         except (KafkaException, HubstreamError) as exc:
             log.info("%s: commit not taken (a rebalance?; redelivered then): %s", self.member_id, exc)
@@ -366,33 +438,53 @@ class KeyedConsumer:
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
 
     # -- event loop: ownership -------------------------------------------------------------------
-    async def _assign(self, mains: list[int], retry_from: dict[int, int]) -> None:
+    async def _assign(
+        self, mains: list[int], retry_from: dict[int, int], resumed: dict[TP, frozenset[int]]
+    ) -> None:
+        self._resumed.update(resumed)
         await asyncio.to_thread(self._states.load, mains)
-        copies = await asyncio.to_thread(self._copies, mains, retry_from)
+        dlq_from = {p: self._states.dlq_from.get(p, 0) for p in mains}
+        copies, dlq_ends = await asyncio.to_thread(self._copies, mains, retry_from, dlq_from)
         adopted = 0
         for p, found in copies.items():
             adopted += await adopt_copies(self._states, p, found)
+            self._states.dlq_marks[p] = DlqMark(dlq_ends[p])
         if adopted:
             log.warning("%s: recorded %d retry/DLQ copies written before a crash", self.member_id, adopted)
         self._owned.update(mains)
         log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.topic)
 
-    def _copies(self, mains: list[int], retry_from: dict[int, int]) -> dict[int, list[Copy]]:
-        """The retry copies not read yet and every DLQ copy of the partitions (blocking)."""
+    def _copies(
+        self, mains: list[int], retry_from: dict[int, int], dlq_from: dict[int, int]
+    ) -> tuple[dict[int, list[Copy]], dict[int, int]]:
+        """The retry copies not read yet and the DLQ copies from each partition's DLQ mark
+        (blocking); and where each DLQ read ended."""
         s = self.settings
         found: dict[int, list[Copy]] = {p: [] for p in mains}
+        dlq_ends = dict(dlq_from)
         plan: list[tuple[Queue, dict[tuple[str, int], int]]] = [
             ("rq", {(s.retry_topic, p): retry_from.get(p, 0) for p in mains}),
-            ("dlq", {(s.dlq_topic, p): 0 for p in mains}),
+            ("dlq", {(s.dlq_topic, p): dlq_from[p] for p in mains}),
         ]
         for queue, starts in plan:
             for msg in read_from(s.bootstrap, starts):
+                if queue == "dlq":
+                    dlq_ends[msg.partition()] = msg.offset() + 1
                 copy = copy_at(queue, msg.offset(), msg.headers())
                 if copy is not None:
                     found[msg.partition()].append(copy)
-        return found
+        for p in mains:
+            log.info(
+                "%s: %s[%d] read from the DLQ mark %d to %d",
+                self.member_id,
+                s.dlq_topic,
+                p,
+                dlq_from[p],
+                dlq_ends[p],
+            )
+        return found, dlq_ends
 
-    async def _revoke(self, tps: list[TP]) -> dict[TP, int]:
+    async def _revoke(self, tps: list[TP]) -> dict[TP, Commit]:
         mains = {p for t, p in tps if t == self.settings.topic}
         # Finish what was read of these partitions, the records waiting behind a busy key too:
         # a record left undone holds the commit below every later record that finished, and the
@@ -414,12 +506,15 @@ class KeyedConsumer:
         offsets = {}
         for tp in tps:
             tracker = self._trackers.pop(tp, None)
-            if tracker is not None and tracker.committable > self._committed.get(tp, -1):
-                offsets[tp] = tracker.committable
+            commit = _commit_of(tracker, self._committed.get(tp)) if tracker is not None else None
+            if commit is not None:
+                offsets[tp] = commit
             self._committed.pop(tp, None)
+            self._resumed.pop(tp, None)
         for p in mains:
             self._retry_wait.pop(p, None)
             self._retry_paused.discard(p)
+        await self._write_dlq_marks()  # the next owner's adoption read starts there
         self._states.forget(mains)
         return offsets
 
@@ -438,10 +533,12 @@ class KeyedConsumer:
             tp = (topic, partition)
             tracker = self._trackers.get(tp)
             if tracker is None:
-                tracker = self._trackers[tp] = OffsetTracker(offset)
+                tracker = self._trackers[tp] = OffsetTracker(offset, self._resumed.pop(tp, ()))
             elif offset < tracker.next_offset:
                 continue  # handed over twice (a fetch repeated around a rebalance): taken already
-            tracker.read(offset)
+            if not tracker.read(offset):
+                self.stats.skipped += 1  # finished before a crash (the commit's metadata says)
+                continue
             record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
             if topic == s.topic:
                 self._buffered += 1
@@ -579,12 +676,13 @@ class KeyedConsumer:
             await asyncio.sleep(start - now)
 
     # -- event loop: periodic --------------------------------------------------------------------
-    async def _to_commit(self) -> dict[TP, int]:
-        return {
-            tp: t.committable
-            for tp, t in self._trackers.items()
-            if tp[1] in self._owned and t.committable > self._committed.get(tp, -1)
-        }
+    async def _to_commit(self) -> dict[TP, Commit]:
+        out = {}
+        for tp, tracker in self._trackers.items():
+            commit = _commit_of(tracker, self._committed.get(tp)) if tp[1] in self._owned else None
+            if commit is not None:
+                out[tp] = commit
+        return out
 
     def heartbeat(self) -> Member:
         lag = 0
@@ -608,6 +706,20 @@ class KeyedConsumer:
             lag=lag,
             throttled=self._throttle is not None and self._throttle.active(time.time()),
         )
+
+    async def _write_dlq_marks(self) -> None:
+        try:
+            await self._states.write_dlq_marks()
+        except HubstreamError as exc:
+            log.info(
+                "%s: DLQ mark not written (the next owner reads more of the DLQ): %s", self.member_id, exc
+            )
+
+    async def _dlq_mark_loop(self) -> None:
+        """Apart from the heartbeats: a slow mark write must not make a live copy look gone."""
+        while True:
+            await self._write_dlq_marks()
+            await asyncio.sleep(self.settings.heartbeat_s)
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -649,6 +761,15 @@ class KeyedConsumer:
     def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(fn, *args)
+
+
+def _commit_of(tracker: OffsetTracker, last: Commit | None) -> Commit | None:
+    """What to commit now: the committable offset with the finished offsets above it, when the
+    offset moved or more finished above it (a slow head holds the offset while others finish)."""
+    commit = (tracker.committable, tracker.progress())
+    if last is not None and (commit[0] < last[0] or commit == last):
+        return None
+    return commit
 
 
 def _high_watermarks(consumer: Consumer) -> dict[TP, int]:

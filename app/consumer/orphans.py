@@ -3,6 +3,13 @@ copy died (or its state write failed) before the state recording it was written.
 the reason are the subscription's (`app.subscription.orphans.adopt`): left alone, the source
 record is handled again after the restart, and the copy comes out of the retry topic after the
 key's later messages. A copy taking a partition adopts them before it reads the partition.
+
+It reads the retry partition from its committed offset and the DLQ partition from the partition's
+DLQ mark: the offset below which every DLQ copy is recorded in its key's state (or needs no state),
+written by the owner to `<name>-state` under a key no ordering key can have. The mark cannot be
+derived from the key states alone: keys run concurrently, so key B's copy at DLQ offset 6 can be
+recorded while key A's copy at 5 is not yet when the copy dies; the highest recorded position says
+nothing about A. `DlqMark` follows the copies whose state has not landed instead.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from app.subscription.orphans import Copy, Queue, adopt
 from app.subscription.records import Headers, decode_internal
 from app.subscription.state import MessageState
 
-__all__ = ["adopt_copies", "copy_at"]
+__all__ = ["DLQ_MARK_KEY", "DlqMark", "adopt_copies", "copy_at"]
+
+DLQ_MARK_KEY = b"\xffdlq-mark"  # not UTF-8, so never the encoded ordering key of a state record
 
 
 def copy_at(queue: Queue, offset: int, headers: Headers | None) -> Copy | None:
@@ -40,3 +49,37 @@ async def adopt_copies(states: StateLog, partition: int, copies: Iterable[Copy])
             await states.put(partition, copy.group_id, new)
             adopted += 1
     return adopted
+
+
+class DlqMark:
+    """One DLQ partition, in the copy that owns it: the offset below which every copy is recorded
+    in its key's state (or needs none). `floor`: where the owner's adoption read ended (everything
+    below is recorded or adopted). Unknown (None) while a copy is being written: its offset, below
+    those confirmed after it, is not known yet."""
+
+    def __init__(self, floor: int) -> None:
+        self._end = floor  # after the highest copy confirmed (or the floor)
+        self._unrecorded: set[int] = set()  # confirmed copies whose key state has not landed
+        self._sending = 0
+
+    def sending(self) -> None:
+        self._sending += 1
+
+    def confirmed(self, offset: int, *, needs_state: bool = True) -> None:
+        self._sending -= 1
+        self._end = max(self._end, offset + 1)
+        if needs_state:
+            self._unrecorded.add(offset)
+
+    def failed(self) -> None:
+        self._sending -= 1
+
+    def recorded(self, offset: int) -> None:
+        """A key state recording the copy at `offset` is durable."""
+        self._unrecorded.discard(offset)
+
+    @property
+    def mark(self) -> int | None:
+        if self._sending:
+            return None
+        return min(self._unrecorded) if self._unrecorded else self._end

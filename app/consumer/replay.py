@@ -23,6 +23,7 @@ import orjson
 
 from app.consumer.engine import KEY_HEADER
 from app.consumer.inspect import members
+from app.consumer.orphans import DLQ_MARK_KEY
 from app.crashpoints import crash_point
 from app.errors import ConflictError
 from app.kafka.admin import KafkaAdmin
@@ -43,6 +44,8 @@ class ConsumerRunning(ConflictError):
 def _newest_states(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, dict[str, GroupState]]:
     states: dict[int, dict[str, GroupState]] = defaultdict(dict)
     for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+        if msg.key() == DLQ_MARK_KEY:
+            continue
         key = (msg.key() or b"").decode("utf-8", "replace")
         if msg.value() is None:
             states[msg.partition()].pop(key, None)

@@ -71,6 +71,7 @@ POINTS = [
     "consumer.dlq.confirmed:2",
     "consumer.state.write:4",
     "consumer.offsets.commit:2",
+    "consumer.dlq.mark:1",
 ]
 
 

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from app.consumer import ConsumerSettings, KeyedConsumer, Message, OnDlq, PermanentError, RetryPolicy
+from app.consumer.inspect import members
 from app.consumer.replay import ConsumerRunning, replay_dead_letters
 from app.settings import Settings
 from app.subscription.replay import ReplaySelection
@@ -65,6 +66,9 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
         120,
         "every record handled or dead-lettered",
     )
+    # The DLQ reads above run on the event loop and can hold the copy's heartbeats past their
+    # liveness (3 x 0.5 s): the refusal is checked once the copy is seen alive again.
+    await wait_until(lambda: bool(members(bootstrap, name)), 30, "the first copy's heartbeat")
     with pytest.raises(ConsumerRunning):
         await asyncio.to_thread(replay_dead_letters, bootstrap, name, ReplaySelection())
     first.stop()

@@ -2,8 +2,9 @@
 and KeyLanes, with crashes at the writes the adapter names as crash points.
 
 The world keeps what survives a crash: the main log, the retry and DLQ topics, the key states
-(`MemoryStateLog`) and the committed offsets. An incarnation reads both topics from the committed
-offsets and runs keys in an order a seeded random scheduler picks; it commits after every
+(`MemoryStateLog`) and the committed offsets with their metadata (the finished offsets above them,
+skipped by the next incarnation). An incarnation reads both topics from the committed offsets and
+runs keys in an order a seeded random scheduler picks; it commits after every
 finished record (the earliest the adapter could). A crash at write N raises out of it.
 """
 
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field
 from app.consumer.engine import KEY_HEADER, Engine, Record, Work
 from app.consumer.memory import MemoryQueues, MemoryStateLog
 from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetryPolicy
-from app.consumer.orphans import adopt_copies, copy_at
-from app.consumer.progress import KeyLanes, OffsetTracker
+from app.consumer.orphans import DlqMark, adopt_copies, copy_at
+from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished
 from app.subscription.records import decode_internal
 
 OK, RETRY, FATAL = "ok", "retry", "fatal"
@@ -41,6 +42,11 @@ class World:
     queues: MemoryQueues = field(default_factory=MemoryQueues)
     committed_main: int = 0
     committed_retry: int = 0
+    # the commits' metadata: finished offsets above the committed ones ("" where the broker drops it)
+    progress: dict[str, str] = field(default_factory=dict)
+    keep_metadata: bool = True
+    dlq_from: int = 0  # the DLQ mark written with the last commit: adoption reads the DLQ from it
+    mark: DlqMark = field(default_factory=lambda: DlqMark(0))  # the live incarnation's
     handled: list[tuple[str, int]] = field(default_factory=list)  # successful handler calls
     crashes: int = 0
 
@@ -68,6 +74,8 @@ class _States(MemoryStateLog):
     async def put(self, partition: int, key: str, state) -> None:  # type: ignore[no-untyped-def]
         self.world.point()  # consumer.state.write: before the write
         await self.world.states.put(partition, key, state)
+        if state.dlq.p is not None:
+            self.world.mark.recorded(state.dlq.p.internal_topic_offset)
 
 
 class _Queues(MemoryQueues):
@@ -80,7 +88,9 @@ class _Queues(MemoryQueues):
         return offset
 
     async def to_dlq(self, work, headers) -> int:  # type: ignore[no-untyped-def]
+        self.world.mark.sending()
         offset = await self.world.queues.to_dlq(work, headers)
+        self.world.mark.confirmed(offset, needs_state=not work.undecodable)
         self.world.point()  # consumer.dlq.confirmed
         return offset
 
@@ -108,13 +118,18 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
 
     states = _States(world)
     engine = Engine(settings(on_dlq), handle, states, _Queues(world), clock=lambda: 0.0)
-    if adopt:  # as the adapter does when it takes the partition: retry from its commit, DLQ whole
+    if adopt:  # as the adapter does when it takes the partition: retry from its commit, DLQ from its mark
         retry = [copy_at("rq", o, h.items()) for o, (_, h) in enumerate(world.retry_log)][
             world.committed_retry :
         ]
-        dlq = [copy_at("dlq", o, h.items()) for o, (_, h) in enumerate(world.dlq_log)]
+        dlq = [copy_at("dlq", o, h.items()) for o, (_, h) in enumerate(world.dlq_log)][world.dlq_from :]
         await adopt_copies(states, 0, [c for c in retry + dlq if c is not None])
-    trackers = {"main": OffsetTracker(world.committed_main), "retry": OffsetTracker(world.committed_retry)}
+    world.mark = DlqMark(len(world.dlq_log))
+    committed = {"main": world.committed_main, "retry": world.committed_retry}
+    trackers = {
+        source: OffsetTracker(offset, decode_finished(offset, world.progress.get(source)))
+        for source, offset in committed.items()
+    }
     next_read = {"main": world.committed_main, "retry": world.committed_retry}
     lanes: KeyLanes[str, tuple[str, Work]] = KeyLanes()
     ready: list[tuple[str, Work]] = []
@@ -132,7 +147,8 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
         if move in ("main", "retry"):
             offset = next_read[move]
             next_read[move] += 1
-            trackers[move].read(offset)
+            if not trackers[move].read(offset):
+                continue  # finished before the crash, as the commit's metadata records
             work = _work(world, move, offset)
             if lanes.add(work.ordering_key, (move, work)):
                 ready.append((move, work))
@@ -146,6 +162,10 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
         world.point()  # consumer.offsets.commit
         world.committed_main = trackers["main"].committable
         world.committed_retry = trackers["retry"].committable
+        if world.keep_metadata:
+            world.progress = {source: tracker.progress() for source, tracker in trackers.items()}
+        if adopt and world.mark.mark is not None:
+            world.dlq_from = max(world.dlq_from, world.mark.mark)
 
 
 def _work(world: World, source: str, offset: int) -> Work:

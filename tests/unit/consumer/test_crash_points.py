@@ -88,6 +88,26 @@ def test_two_crashes_at_every_pair_of_points(name: str, on_dlq: OnDlq) -> None:
     print(f"{name}/{on_dlq.value}: {runs} runs with two crashes")
 
 
+def test_finished_offsets_in_commit_metadata_cut_the_duplicates() -> None:
+    """The same crashes with the commits' metadata kept and dropped (a broker that does not return
+    it): the promise holds either way, and the finished offsets it records are not handled again."""
+    duplicates = {True: 0, False: 0}
+    for keep in (True, False):
+        for name in SCENARIOS:
+            for seed in SEEDS:
+                hits = run(_world(name), OnDlq.BLOCK_GROUP, seed).hits
+                for n in range(1, hits + 1):
+                    world = _world(name)
+                    world.crash_at, world.keep_metadata = {n}, keep
+                    check(run(world, OnDlq.BLOCK_GROUP, seed), OnDlq.BLOCK_GROUP)
+                    handled = [value for _, value in world.handled]
+                    duplicates[keep] += len(handled) - len(set(handled))
+    print(
+        f"duplicates over every crash position: {duplicates[True]} with metadata, {duplicates[False]} without"
+    )
+    assert duplicates[True] < duplicates[False]
+
+
 def test_the_check_catches_a_lost_message() -> None:
     world = run(_world("transient"), OnDlq.BLOCK_GROUP, 0)
     world.handled = [h for h in world.handled if h[1] != 4]
