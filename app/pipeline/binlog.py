@@ -25,6 +25,17 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
@@ -311,17 +322,6 @@ class BinlogSource(Threaded):
 
     # -- stream -----------------------------------------------------------------------
     def _open_stream(self, start: BinlogPosition) -> None:
-        from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import (
-            GtidEvent,
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            RotateEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
         self._stream = BinLogStreamReader(
             connection_settings={
                 "host": self.target.host,
@@ -352,9 +352,6 @@ class BinlogSource(Threaded):
 
     def _changes(self, event: Any) -> list[RowChange]:
         """Row changes of one event; tracks event groups so each row gets its position."""
-        from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
         event_start = event.packet.log_pos - event.packet.event_size  # the header's size: the whole event
         if isinstance(event, GtidEvent | MariadbGtidEvent):
             self._group, self._row = (self._stream.log_file, event_start), -1
