@@ -6,17 +6,25 @@ STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint stop clean
+.PHONY: install lock run test lint stop clean
 
 install: $(STAMP) $(NPM_STAMP)
 	@sh scripts/ensure_deb.sh /usr/bin/chromium chromium fonts-dejavu-core  # the dashboard's browser test
 	@sh scripts/ensure_deb.sh /usr/sbin/mariadbd mariadb-server  # the binlog reader's own server
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
+
+# Re-pin requirements.lock from a fresh venv holding exactly what pyproject.toml asks for.
+lock:
+	rm -rf .lockvenv && $(PYTHON) -m venv .lockvenv
+	.lockvenv/bin/python -m pip install --quiet --upgrade pip
+	.lockvenv/bin/python -m pip install --quiet -e '.[dev]'
+	{ head -2 requirements.lock; .lockvenv/bin/pip freeze --exclude-editable; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lockvenv
 
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
