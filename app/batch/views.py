@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import orjson
 from aiohttp import web
 from yarl import URL
@@ -119,7 +120,8 @@ class BatchApi:
                 request.method, url, data=body, headers=headers, timeout=self.settings.batch_route_timeout_s
             ) as response:
                 return response.status, orjson.loads(await response.read())
-        except (OSError, TimeoutError, orjson.JSONDecodeError) as exc:
+        except (OSError, TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError) as exc:
+            # ClientError: e.g. the owner was killed with our request on its connection.
             raise PartitionNotReady(f"owner {owner} of the batch did not answer: {exc!r}") from exc
 
     async def _on_owner(self, request: web.Request, partition: int, local: Callable[[], Any]) -> web.Response:

@@ -96,7 +96,8 @@ def guarded(handler: Handler) -> Handler:
             return json_response({"error": "ServiceUnavailable", "reason": reason}, status=503)
         except Exception as exc:
             log.exception("unhandled error in %s", handler.__qualname__)
-            return json_response({"error": "InternalError", "reason": type(exc).__name__}, status=500)
+            reason = f"{type(exc).__name__}: {exc}"[:300]  # the worker's log has the traceback
+            return json_response({"error": "InternalError", "reason": reason}, status=500)
 
     return wrapper
 

@@ -131,10 +131,21 @@ class MainFlowRun:
             worker_process(settings, index).start()
         self.restarts.append(f"worker-{index}")
 
+    def worker_errors(self) -> str:
+        """The workers' logged errors and tracebacks (their logs live under the run's home)."""
+        lines: list[str] = []
+        for path in sorted((self.home / "logs").glob("worker-*.log")):
+            text = path.read_text(errors="replace").splitlines()
+            for n, line in enumerate(text):
+                if "[ERROR]" in line or "[CRITICAL]" in line or line.startswith("Traceback"):
+                    lines += [f"{path.name}: {entry}" for entry in text[n : n + 25]]
+        return "\n".join(lines[-200:])
+
     def counts(self) -> dict[str, Any]:
         assert self.job is not None
         out = self.job.stdout.read().decode() if self.job.stdout else ""
-        assert self.job.returncode == 0, self.log()[-4000:]
+        failure = f"{self.log()[-4000:]}\n--- worker errors ---\n{self.worker_errors()}"
+        assert self.job.returncode == 0, failure
         counts: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
         return counts
 
