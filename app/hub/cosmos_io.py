@@ -1,4 +1,4 @@
-"""Cosmos DB plumbing for the hub: containers, request counting, document codecs, batched creates.
+"""The Cosmos DB adapter of the hub's document store (HubStore, app/hub/ports.py).
 
 Only what both real Cosmos DB and the embedded endpoint support: point CRUD, replace with
 If-Match, partition-scoped queries. `execute_item_batch` is used as a bulk create only (the
@@ -18,11 +18,22 @@ from azure.core import MatchConditions
 from azure.cosmos import exceptions
 from azure.cosmos.aio import ContainerProxy
 
-from app.dataavailable import DataAvailable
 from app.errors import ConfigError, ServiceUnavailable
-from app.hub.model import CabinetKey, CatalogEntry, Claim, DrawerHead, DrawerState, Ledger, StoredEvent
+from app.hub.documents import (
+    catalog_doc,
+    catalog_from_doc,
+    drawer_doc,
+    drawer_from_doc,
+    event_doc,
+    event_from_doc,
+    index_doc,
+    ledger_doc,
+    ledger_from_doc,
+)
+from app.hub.model import CabinetKey, Ledger
+from app.hub.ports import BATCH_LIMIT, RequestCounter
 
-__all__ = [
+__all__ = [  # the document codecs and the counter are re-exported from where they now live
     "BATCH_LIMIT",
     "HubContainers",
     "RequestCounter",
@@ -37,23 +48,11 @@ __all__ = [
     "ledger_from_doc",
 ]
 
-BATCH_LIMIT = 100  # operations per Cosmos batch request
-EVENT_FIELDS = "c.seq, c.eid, c.r, c.o, c.mt, c.w, c.b, c.bi"
-
-
-@dataclass
-class RequestCounter:
-    """Cosmos requests issued (query pages count one each); the bench reads it."""
-
-    total: int = 0
-    etag_conflicts: int = 0  # If-Match replaces refused (412): a concurrent writer won, we retried
-
-    def add(self, n: int = 1) -> None:
-        self.total += n
-
 
 @dataclass
 class HubContainers:
+    """HubStore[ContainerProxy]: the hub's containers on Cosmos DB, with request counting."""
+
     event_shards: Sequence[ContainerProxy]  # pk: drawer id; a cabinet's drawers spread over them
     drawers: ContainerProxy  # pk: cabinet key
     catalog: ContainerProxy  # pk: recipient|domain
@@ -211,99 +210,3 @@ class HubContainers:
             except exceptions.CosmosHttpResponseError as exc:
                 raise ServiceUnavailable(f"Cosmos batch on {container.id} failed: {exc.status_code}") from exc
         return True
-
-
-def event_doc(stored: StoredEvent) -> dict[str, Any]:
-    event = stored.event
-    return {
-        "id": f"{stored.seq:016d}",
-        "pk": stored.drawer_id,
-        "seq": stored.seq,
-        "eid": event.id,
-        "r": event.recipient,
-        "o": event.origin,
-        "mt": event.message_type,
-        "w": event.weight,
-        "b": event.bundleable,
-        "bi": event.batch_item_id,
-    }
-
-
-def index_doc(event_id: str, recipient: str, digest: str, seq: int, token: str) -> dict[str, Any]:
-    """The idempotency index entry of one saved event (id = event id, partition = recipient)."""
-    return {"id": event_id, "pk": recipient, "h": digest, "seq": seq, "tok": token}
-
-
-def event_from_doc(doc: dict[str, Any], drawer_id: str) -> StoredEvent:
-    event = DataAvailable(doc["eid"], doc["r"], doc["o"], doc["mt"], doc["w"], doc["b"], doc.get("bi"))
-    return StoredEvent(event, doc["seq"], drawer_id)
-
-
-def drawer_doc(drawer: DrawerState) -> dict[str, Any]:
-    return {
-        "id": drawer.drawer_id,
-        "pk": drawer.cabinet.value,
-        "r": drawer.cabinet.recipient,
-        "d": drawer.cabinet.domain,
-        "mt": drawer.cabinet.message_type,
-        "ord": drawer.ordinal,
-        "last": drawer.last_seq,
-        "ack": drawer.ack_seq,
-        "from": drawer.unacked_from,
-        "used": drawer.used,
-        "acked": drawer.acked,
-    }
-
-
-def drawer_from_doc(doc: dict[str, Any]) -> DrawerState:
-    cabinet = CabinetKey(doc["r"], doc["d"], doc["mt"])
-    return DrawerState(
-        doc["id"],
-        cabinet,
-        doc["ord"],
-        doc["last"],
-        doc["ack"],
-        doc.get("from"),
-        doc["used"],
-        doc.get("acked", 0),
-    )
-
-
-def catalog_doc(entry: CatalogEntry) -> dict[str, Any]:
-    return {
-        "id": entry.entry_id,
-        "pk": entry.cabinet.catalog_partition,
-        "seq": entry.seq,
-        "drawer": entry.drawer_id,
-        "r": entry.cabinet.recipient,
-        "d": entry.cabinet.domain,
-        "mt": entry.cabinet.message_type,
-    }
-
-
-def catalog_from_doc(doc: dict[str, Any]) -> CatalogEntry:
-    return CatalogEntry(CabinetKey(doc["r"], doc["d"], doc["mt"]), doc["drawer"], doc["seq"])
-
-
-def ledger_doc(ledger: Ledger) -> dict[str, Any]:
-    return {
-        "id": ledger.recipient,
-        "pk": ledger.recipient,
-        "next": ledger.next_seq,
-        "fence": ledger.fence,
-        "claims": [[c.token, c.first_seq, c.last_seq, c.lease_until_s] for c in ledger.claims],
-        "voids": [list(v) for v in ledger.voids],
-        "heads": {cab: [h.drawer_id, h.ordinal, h.used] for cab, h in ledger.heads.items()},
-        "containers": ledger.containers,
-    }
-
-
-def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
-    return Ledger(
-        recipient=doc["id"],
-        next_seq=doc["next"],
-        claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
-        voids=tuple((f, last) for f, last in doc["voids"]),
-        heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
-        containers=doc["containers"],
-    )

@@ -1,15 +1,29 @@
-"""Ports the hub service depends on; adapters implement them."""
+"""Ports the hub depends on; adapters implement them.
+
+`HubStore` is the document store under the drawers, cabinets and catalog: point reads, creates,
+replaces and deletes under If-Match, partition-scoped queries and bulk creates, on five kinds of
+container (events, drawers, catalog, ledgers, ids). Containers are opaque handles of the adapter's
+own type `C` (azure `ContainerProxy` for Cosmos DB, `MemoryContainer` in memory); documents are JSON
+dicts carrying their etag as `_etag`. A lost race is a return value, never an exception:
+`None`/`False` for "already exists" (409), "etag stale" (412) and "not found" (404). Any other
+failure of the store is `ServiceUnavailable` (retriable).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from app.hub.actor import ActorBundles, ActorEvent
+from app.hub.model import CabinetKey, Ledger
 
-__all__ = ["BundleLog"]
+__all__ = ["BATCH_LIMIT", "BundleLog", "HubStore", "RequestCounter"]
 
 R = TypeVar("R")
+C = TypeVar("C")
+
+BATCH_LIMIT = 100  # documents per batch of a bulk create (Cosmos DB's limit of operations per batch)
 
 
 class BundleLog(Protocol):
@@ -28,4 +42,95 @@ class BundleLog(Protocol):
     @property
     def requests(self) -> int:
         """Cosmos requests issued so far (for benchmarks)."""
+        ...
+
+
+@dataclass
+class RequestCounter:
+    """Store requests issued (query pages count one each); the bench reads it."""
+
+    total: int = 0
+    etag_conflicts: int = 0  # If-Match replaces refused (412): a concurrent writer won, we retried
+
+    def add(self, n: int = 1) -> None:
+        self.total += n
+
+
+class HubStore(Protocol[C]):
+    """The hub's documents, in containers of handle type `C`; every partition key is the `pk` field."""
+
+    drawers: C  # pk: cabinet key
+    catalog: C  # pk: recipient|domain
+    ledgers: C  # pk: recipient
+    ids: C  # pk: recipient (idempotency index, one document per saved event id)
+    counter: RequestCounter
+
+    def events(self, ledger: Ledger, cabinet: CabinetKey, ordinal: int) -> C:
+        """The container holding the events of a drawer (the `ordinal`-th of its cabinet); pk: drawer id."""
+        ...
+
+    def new_ledger(self, recipient: str) -> Ledger:
+        """The ledger of a recipient's first save (its events spread over every event container)."""
+        ...
+
+    async def read(self, container: C, doc_id: str, partition_key: str) -> dict[str, Any] | None:
+        """The document, None when there is none."""
+        ...
+
+    async def query(
+        self,
+        container: C,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> list[dict[str, Any]]:
+        """Every result of a query scoped to one partition (all its pages)."""
+        ...
+
+    def pages(
+        self,
+        container: C,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """The results of a query scoped to one partition, a page (one request) at a time, lazily."""
+        ...
+
+    async def create(self, container: C, doc: dict[str, Any]) -> bool:
+        """Create `doc`; False when a document with its id already exists."""
+        ...
+
+    async def create_tagged(self, container: C, doc: dict[str, Any]) -> str | None:
+        """Create `doc`; its etag, or None when a document with its id already exists."""
+        ...
+
+    async def replace_if_match(self, container: C, doc: dict[str, Any], etag: str) -> bool:
+        """Replace under If-Match; False on a stale etag or a vanished document."""
+        ...
+
+    async def replace_tagged(self, container: C, doc: dict[str, Any], etag: str) -> str | None:
+        """Replace under If-Match; the new etag, or None on a stale etag or a vanished document."""
+        ...
+
+    async def delete_if_match(self, container: C, doc_id: str, partition_key: str, etag: str) -> bool:
+        """Delete under If-Match; False on a stale etag or a vanished document."""
+        ...
+
+    async def delete(self, container: C, doc_id: str, partition_key: str) -> None:
+        """Delete; a document that is not there is no error."""
+        ...
+
+    async def bulk_create(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> None:
+        """Create documents of one partition in batches of BATCH_LIMIT; ones already there count as
+        created (a retry after a partial write finishes it)."""
+        ...
+
+    async def create_all_new(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:
+        """Create documents of one partition in batches of BATCH_LIMIT; False when any already existed.
+
+        After False, some of `docs` may have been created (a batch is atomic on real Cosmos DB, not
+        on the embedded endpoint; other batches of the call are independent)."""
         ...

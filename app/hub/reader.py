@@ -18,15 +18,16 @@ import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from azure.cosmos.aio import ContainerProxy
+from typing import Any, TypeVar
 
 from app.hub.bundling import BundleBuilder
-from app.hub.cosmos_io import EVENT_FIELDS, HubContainers, event_from_doc
+from app.hub.documents import EVENT_FIELDS, event_from_doc
 from app.hub.model import DrawerState, StoredEvent
+from app.hub.ports import HubStore
 
 __all__ = ["CabinetRead", "read_cabinet"]
+
+C = TypeVar("C")  # the store's container handle
 
 
 @dataclass
@@ -82,8 +83,8 @@ class CabinetRead:
 
 
 def _events_query(
-    io: HubContainers,
-    container: ContainerProxy,
+    io: HubStore[C],
+    container: C,
     drawer: DrawerState,
     after: int,
     upto_seq: int,
@@ -97,8 +98,8 @@ def _events_query(
 
 
 def _cursor(
-    io: HubContainers,
-    container: ContainerProxy,
+    io: HubStore[C],
+    container: C,
     drawer: DrawerState,
     run: Sequence[StoredEvent],
     fence: int,
@@ -120,8 +121,8 @@ def _needed(builder: BundleBuilder) -> int:
 
 
 async def read_cabinet(
-    io: HubContainers,
-    container_of: Callable[[DrawerState], ContainerProxy],
+    io: HubStore[C],
+    container_of: Callable[[DrawerState], C],
     drawers: Sequence[DrawerState],
     builder: BundleBuilder,
     *,

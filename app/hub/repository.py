@@ -7,17 +7,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from azure.cosmos.aio import ContainerProxy
+from typing import Any, Generic, TypeVar
 
 from app.crashpoints import crash_point
 from app.dataavailable import DataAvailable
 from app.errors import ServiceUnavailable
 from app.hub.bundling import BundleBuilder, BundleRef
-from app.hub.cosmos_io import (
+from app.hub.documents import (
     EVENT_FIELDS,
-    HubContainers,
     catalog_doc,
     catalog_from_doc,
     drawer_doc,
@@ -47,6 +44,7 @@ from app.hub.model import (
     release,
     save_into_drawer,
 )
+from app.hub.ports import HubStore
 from app.hub.reader import CabinetRead, read_cabinet
 from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
@@ -57,6 +55,8 @@ FIRST_AFTER_PAGE = 20
 MAX_CAS_ATTEMPTS = 50
 MAX_SAVE_PASSES = 5  # plans of one save that may meet index entries they did not know of
 LOOKUP_CONCURRENCY = 64  # index point reads in flight per save
+
+C = TypeVar("C")  # the store's container handle
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +81,10 @@ class Candidate:
     events: tuple[StoredEvent, ...]
 
 
-class HubRepository:
-    def __init__(self, io: HubContainers, options: RepositoryOptions) -> None:
+class HubRepository(Generic[C]):
+    """Save, GetNextUnacknowledged and Acknowledge on any HubStore (Cosmos DB, or in memory)."""
+
+    def __init__(self, io: HubStore[C], options: RepositoryOptions) -> None:
         self.io = io
         self.options = options
         # What this process last read or wrote of the ledgers and drawers it saves into: the
@@ -203,9 +205,7 @@ class HubRepository:
         )
         return all(results)
 
-    async def _write_placement(
-        self, events_container: ContainerProxy, placement: Placement, ledger: Ledger
-    ) -> None:
+    async def _write_placement(self, events_container: C, placement: Placement, ledger: Ledger) -> None:
         """Events first, then the drawer (so a drawer never promises events that are not written),
         then the catalog entry a Peek finds the drawer by."""
         docs = [event_doc(s) for s in placement.events]

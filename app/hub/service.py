@@ -72,7 +72,7 @@ def parse_domains(domain: str | None) -> tuple[str, ...]:
 class MessageHub:
     def __init__(
         self,
-        repository: HubRepository,
+        repository: HubRepository[Any],
         bundle_log: BundleLog,
         store: CosmosStore | None = None,
     ) -> None:
