@@ -1,7 +1,8 @@
-"""HTTP clients of the batch API: `BatchClient` (blocking, standard library only: jobs, CLI, Spark
-driver) and `AsyncBatchClient` (aiohttp: Faust agents). Both retry 503s and connection errors
-(a partition moving between workers) until `retry_for_s` has passed; other errors raise the
-matching HubstreamError (400 InvalidInput, 404 BatchNotFound, 409 BatchClosed).
+"""HTTP client of the batch API (`BatchClient`, blocking: jobs, CLI, Spark driver), on httpx with
+stamina's retries (exponential backoff with jitter). It retries connection errors, 503s (a partition
+recovering or moving between workers) and other 5xx answers until `retry_for_s` has passed; then,
+and for any other error at once, it raises the matching HubstreamError (400 InvalidInput, 404
+BatchNotFound, 409 BatchClosed, 503 PartitionNotReady).
 
 Retrying is safe for every call: acks, close and get are idempotent; add-items, incr and decr carry
 an Idempotency-Key chosen once per call, so a retry after a lost answer is answered as the first
@@ -11,22 +12,20 @@ removes.
 
 from __future__ import annotations
 
-import asyncio
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import httpx
 import orjson
+import stamina
 
 from app.batch.errors import BatchClosed, BatchNotFound, PartitionNotReady
 from app.batch.ids import ItemGroup, expand_item_ids
 from app.errors import HubstreamError, InvalidInput
 
-__all__ = ["ACK_IDS_PER_REQUEST", "AsyncBatchClient", "BatchClient", "Call", "calls"]
+__all__ = ["ACK_IDS_PER_REQUEST", "BatchClient", "Call", "calls"]
 
 ACK_IDS_PER_REQUEST = 10_000
 API = "/api/v1/batch"
@@ -117,34 +116,67 @@ def _chunks(item_ids: Iterable[str]) -> Iterable[list[str]]:
         yield chunk
 
 
+class _Answered(Exception):
+    """A non-200 answer; `retriable` when the server may answer differently soon (5xx)."""
+
+    def __init__(self, status: int, data: Any) -> None:
+        super().__init__(status)
+        self.status, self.data = status, data
+        self.retriable = status >= 500 and status != 501
+
+
+def _retriable(exc: Exception) -> bool:
+    return isinstance(exc, httpx.TransportError) or (isinstance(exc, _Answered) and exc.retriable)
+
+
 class BatchClient:
     def __init__(
         self, base_url: str, timeout_s: float = 30.0, retry_for_s: float = 30.0, token: str | None = None
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout_s, self.retry_for_s = timeout_s, retry_for_s
-        self.headers = {"Content-Type": "application/json"}
+        self.retry_for_s = retry_for_s
+        headers = {"Content-Type": "application/json"}
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BatchClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def send(self, call: Call) -> Any:
-        deadline = time.monotonic() + self.retry_for_s
-        data = orjson.dumps(call.body) if call.body is not None else None
-        while True:
-            request = urllib.request.Request(
-                self.base_url + call.path, data=data, method=call.method, headers=self.headers | call.headers
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return orjson.loads(response.read())
-            except urllib.error.HTTPError as exc:
-                status, body = exc.code, exc.read()
-                if status != 503 or time.monotonic() > deadline:
-                    _raise_for(status, orjson.loads(body) if body else {})
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise PartitionNotReady(f"batch API at {self.base_url} unreachable: {exc}") from exc
-            time.sleep(0.2)
+        content = orjson.dumps(call.body) if call.body is not None else None
+        try:
+            for attempt in stamina.retry_context(
+                on=_retriable,
+                attempts=None,
+                timeout=self.retry_for_s,
+                wait_initial=0.1,
+                wait_max=1.0,
+                wait_jitter=0.2,
+            ):
+                with attempt:
+                    return self._once(call, content)
+        except _Answered as exc:
+            _raise_for(exc.status, exc.data)
+        except httpx.TransportError as exc:
+            raise PartitionNotReady(f"batch API at {self.base_url} unreachable: {exc!r}") from exc
+        raise AssertionError("unreachable: stamina re-raises the last error")  # pragma: no cover
+
+    def _once(self, call: Call, content: bytes | None) -> Any:
+        response = self._http.request(call.method, call.path, content=content, headers=call.headers)
+        try:
+            data = orjson.loads(response.content) if response.content else {}
+        except orjson.JSONDecodeError:  # e.g. a proxy's HTML error page
+            data = {"reason": response.text[:200]}
+        if response.status_code != 200:
+            raise _Answered(response.status_code, data)
+        return data
 
     def create_exact(self, user_key: str | None = None) -> int:
         batch_id: int = self.send(calls.create_exact(user_key))["batchId"]
@@ -197,56 +229,3 @@ class BatchClient:
 
     def delete_estimated(self, batch_id: str) -> None:
         self.send(calls.delete_estimated(batch_id))
-
-
-class AsyncBatchClient:
-    """The same API for coroutines; pass an aiohttp ClientSession (e.g. a Faust app's http_client)."""
-
-    def __init__(
-        self, session: Any, base_url: str, retry_for_s: float = 30.0, token: str | None = None
-    ) -> None:
-        self.session = session
-        self.base_url = base_url.rstrip("/")
-        self.retry_for_s = retry_for_s
-        self.headers = {"Content-Type": "application/json"}
-        if token:
-            self.headers["Authorization"] = f"Bearer {token}"
-
-    async def send(self, call: Call) -> Any:
-        deadline = time.monotonic() + self.retry_for_s
-        data = orjson.dumps(call.body) if call.body is not None else None
-        while True:
-            try:
-                async with self.session.request(
-                    call.method, self.base_url + call.path, data=data, headers=self.headers | call.headers
-                ) as response:
-                    body = await response.read()
-                    if response.status == 200:
-                        return orjson.loads(body)
-                    if response.status != 503 or time.monotonic() > deadline:
-                        _raise_for(response.status, orjson.loads(body) if body else {})
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise PartitionNotReady(f"batch API at {self.base_url} unreachable: {exc}") from exc
-            await asyncio.sleep(0.2)
-
-    async def create_exact(self, user_key: str | None = None) -> int:
-        batch_id: int = (await self.send(calls.create_exact(user_key)))["batchId"]
-        return batch_id
-
-    async def add_items(self, batch_id: int, items: int) -> list[ItemGroup]:
-        groups = (await self.send(calls.add_items(batch_id, items)))["batchItemGroupIds"]
-        return [ItemGroup(g["id"], g["upto"]) for g in groups]
-
-    async def ack(self, item_ids: Iterable[str]) -> list[dict[str, Any]]:
-        completions: list[dict[str, Any]] = []
-        for chunk in _chunks(item_ids):
-            completions.extend((await self.send(calls.ack(chunk)))["batchCompletions"])
-        return completions
-
-    async def close_exact(self, batch_id: int) -> bool:
-        return bool((await self.send(calls.close_exact(batch_id)))["isComplete"])
-
-    async def get_exact(self, batch_id: int) -> dict[str, Any]:
-        result: dict[str, Any] = await self.send(calls.get_exact(batch_id))
-        return result
