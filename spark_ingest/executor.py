@@ -16,13 +16,14 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer
 from pyspark import TaskContext
 
 from app.composite.routing import group_hash, route
 from app.crashpoints import arm, crash_point, disarm
 from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
+from app.kafka.producing import ProduceFailed, produce_blocking
 from spark_ingest.errors import DeliveryFailed
 from spark_ingest.plan import IngestPlan, SplitKey, file_identity, item_ids_from
 from spark_ingest.schema import RowSource, csv_record, validate_row
@@ -253,14 +254,10 @@ def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Ca
             partition = routes[recipient] = route(group_hash(recipient), partitions, k)
         key = recipient.encode("utf-8")
         crash_point("spark.ingest.produce")  # a task killed here is run again: its events come twice
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=partition, on_delivery=deliveries)
-                break
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:  # e.g. the partition does not exist: metadata and topic disagree
-                raise DeliveryFailed(f"{topic}[{partition}]: {exc}") from exc
+        try:
+            produce_blocking(producer, topic, value, key, partition=partition, on_delivery=deliveries)
+        except ProduceFailed as exc:  # e.g. the partition does not exist: metadata and topic disagree
+            raise DeliveryFailed(str(exc)) from exc
         pending += 1
         if pending >= 1000:
             producer.poll(0)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from app.batch.ids import group_item_ids, partition_of_exact
 from app.crashpoints import crash_point
-from app.errors import ServiceUnavailable
+from app.kafka.producing import produce_blocking
 
 __all__ = ["MAX_IDS_PER_RECORD", "AckProducer", "AckRecord", "ack_records", "send_acks"]
 
@@ -75,23 +75,15 @@ class AckProducer:
         """Queue the acks; returns the number of records. Call `flush()` to wait for delivery."""
         records = ack_records(item_ids, self.partitions)
         for record in records:
-            while True:
-                try:
-                    crash_point("batch.acks.produce")
-                    self._producer.produce(
-                        self.topic,
-                        record.value,
-                        record.key,
-                        partition=record.partition,
-                        on_delivery=self._on_delivery,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-                except KafkaException as exc:  # refused before sending (e.g. no such partition)
-                    raise ServiceUnavailable(
-                        f"ack record to {self.topic}[{record.partition}]: {exc}"
-                    ) from exc
+            crash_point("batch.acks.produce")
+            produce_blocking(
+                self._producer,
+                self.topic,
+                record.value,
+                record.key,
+                partition=record.partition,
+                on_delivery=self._on_delivery,
+            )
             self._producer.poll(0)
         return len(records)
 

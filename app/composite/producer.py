@@ -17,7 +17,14 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from app.composite.errors import InvalidPayload
 from app.composite.model import CompositeTopic, check_group_id
 from app.composite.store import MetadataStore
-from app.kafka.producing import Delivered, ProduceFailed, RecordRefused, produce_failed, settle
+from app.kafka.producing import (
+    Delivered,
+    ProduceFailed,
+    RecordRefused,
+    produce_blocking,
+    produce_failed,
+    settle,
+)
 from app.settings import Settings
 
 __all__ = [
@@ -139,15 +146,9 @@ class CompositeProducer:
     def produce(self, group_id: str, payload: Payload, headers: Headers | None = None) -> tuple[str, int]:
         topic, partition, key = self._router.target(group_id)
         value = encode_payload(payload, self._max_payload_bytes)
-        while True:
-            try:
-                if headers:
-                    self._producer.produce(topic, value, key, partition, headers=_headers(headers))
-                else:
-                    self._producer.produce(topic, value, key, partition)
-                break
-            except BufferError:
-                self._producer.poll(0.05)
+        produce_blocking(
+            self._producer, topic, value, key, partition, headers=_headers(headers) if headers else None
+        )
         self._producer.poll(0)
         self.produced += 1
         return topic, partition

@@ -16,7 +16,15 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from app.errors import ServiceUnavailable
 
-__all__ = ["AsyncProducer", "Delivered", "ProduceFailed", "RecordRefused", "produce_failed", "settle"]
+__all__ = [
+    "AsyncProducer",
+    "Delivered",
+    "ProduceFailed",
+    "RecordRefused",
+    "produce_blocking",
+    "produce_failed",
+    "settle",
+]
 
 
 T = TypeVar("T")
@@ -42,6 +50,44 @@ _REFUSING = frozenset(
 def produce_failed(where: str, err: KafkaError) -> ProduceFailed:
     kind = RecordRefused if err.code() in _REFUSING else ProduceFailed
     return kind(f"{where}: {err}")
+
+
+def _refused(topic: str, partition: int | None, exc: KafkaException) -> ProduceFailed:
+    """The producer refused a record before sending it (e.g. over message.max.bytes, no such
+    partition)."""
+    where = topic if partition is None else f"{topic}[{partition}]"
+    if exc.args and isinstance(exc.args[0], KafkaError):
+        return produce_failed(where, exc.args[0])
+    return ProduceFailed(f"{where}: {exc}")
+
+
+def produce_blocking(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None = None,
+    partition: int | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+    on_delivery: OnDelivery | None = None,
+) -> None:
+    """Hand one record to a confluent-kafka producer from a thread that may block: while its local
+    queue is full, serve delivery callbacks and try again. Raises ProduceFailed (RecordRefused for
+    a record that can never be sent) when the producer refuses it before sending."""
+    options: dict[str, Any] = {}
+    if partition is not None:
+        options["partition"] = partition
+    if headers:
+        options["headers"] = headers
+    if on_delivery is not None:
+        options["on_delivery"] = on_delivery
+    while True:
+        try:
+            producer.produce(topic, value, key, **options)
+            return
+        except BufferError:
+            producer.poll(0.05)
+        except KafkaException as exc:
+            raise _refused(topic, partition, exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +181,8 @@ class AsyncProducer:
             return True
         except BufferError:
             return False
-        except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
-            where = f"{topic}[{partition}]"
-            if exc.args and isinstance(exc.args[0], KafkaError):
-                raise produce_failed(where, exc.args[0]) from exc
-            raise ProduceFailed(f"{where}: {exc}") from exc
+        except KafkaException as exc:
+            raise _refused(topic, partition, exc) from exc
 
     async def close(self) -> None:
         await asyncio.to_thread(self._producer.flush, 30)

@@ -23,6 +23,7 @@ from pymysql.constants.CR import CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
 from app.crashpoints import crash_point
+from app.kafka.producing import ProduceFailed, produce_blocking
 from app.pipeline.errors import InvalidDefinition, WriteFailed
 from app.pipeline.model import Message, Op
 from app.pipeline.sql import ident, row_values, upsert_statements
@@ -325,18 +326,17 @@ class KafkaSink(_Threaded):
         crash_point("pipeline.writer.kafka.produce")
         for m in messages:
             key = m.data.get(self.key_field) if self.key_field else m.namespace
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic,
-                        None if m.op is Op.DELETE else orjson.dumps(m.data, default=str),
-                        None if key is None else str(key).encode(),
-                        headers=[("op", m.op.value.encode()), ("namespace", m.namespace.encode())],
-                        on_delivery=_collect(errors),
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            try:
+                produce_blocking(
+                    self._producer,
+                    self.topic,
+                    None if m.op is Op.DELETE else orjson.dumps(m.data, default=str),
+                    None if key is None else str(key).encode(),
+                    headers=[("op", m.op.value.encode()), ("namespace", m.namespace.encode())],
+                    on_delivery=_collect(errors),
+                )
+            except ProduceFailed as exc:
+                raise WriteFailed(f"Kafka {self.topic}: {exc}") from exc
         remaining = self._producer.flush(60)
         if remaining or errors:
             raise WriteFailed(
