@@ -16,47 +16,59 @@ __all__ = ["read_from", "read_to_end", "read_topic"]
 def read_to_end(
     bootstrap: str, topic: str, *, timeout_s: float = 30.0
 ) -> Iterator[tuple[bytes | None, bytes]]:
-    """Every (key, value) of `topic` from offset 0 to the end it had when called, partition after
-    partition; raises ServiceUnavailable when the broker does not hand them over in `timeout_s`."""
+    """Every (key, value) of `topic` from offset 0 to the end it had when called (in offset order
+    within a partition); raises ServiceUnavailable when the broker does not hand them over in `timeout_s`."""
     for msg in read_topic(bootstrap, topic, timeout_s=timeout_s):
         yield msg.key(), msg.value()
 
 
 def read_from(
-    bootstrap: str, starts: Mapping[tuple[str, int], int], *, timeout_s: float = 30.0
+    bootstrap: str,
+    starts: Mapping[tuple[str, int], int],
+    *,
+    timeout_s: float = 30.0,
+    stops: Mapping[tuple[str, int], int] | None = None,
+    group_id: str = "hubstream-read-to-end",
 ) -> Iterator[Message]:
-    """The records of each (topic, partition) from its start offset to the end it has now, in
-    offset order, partition after partition; ServiceUnavailable past `timeout_s`."""
+    """The records of each (topic, partition) from its start offset to the end it has now (or to
+    its `stops` offset, exclusive, when that comes first), in offset order within a partition;
+    partitions are read together, their records interleaved. ServiceUnavailable when they are not
+    all read within `timeout_s`. Offsets compacted away are simply absent."""
     tps = list(starts)
     if not tps:
         return
-    ends = true_end_offsets(bootstrap, tps, timeout_s=timeout_s)
+    ends = dict(zip(tps, true_end_offsets(bootstrap, tps, timeout_s=timeout_s), strict=True))
+    if stops is not None:
+        ends = {tp: min(end, stops.get(tp, end)) for tp, end in ends.items()}
+    positions = {tp: starts[tp] for tp in tps if starts[tp] < ends[tp]}
+    if not positions:
+        return
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "hubstream-read-to-end",
+            "group.id": group_id,
             "enable.auto.commit": False,
             "enable.partition.eof": False,
         }
     )
     try:
+        consumer.assign([TopicPartition(t, p, at) for (t, p), at in positions.items()])
         deadline = time.monotonic() + timeout_s
-        for (topic, partition), end in zip(tps, ends, strict=True):
-            position = starts[(topic, partition)]
-            if position >= end:
-                continue
-            consumer.assign([TopicPartition(topic, partition, position)])
-            while position < end:
-                if time.monotonic() > deadline:
-                    raise ServiceUnavailable(f"{topic}[{partition}]: read to offset {position} of {end}")
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
+        while positions:
+            if time.monotonic() > deadline:
+                behind = ", ".join(f"{t}[{p}] at {at} of {ends[(t, p)]}" for (t, p), at in positions.items())
+                raise ServiceUnavailable(f"read to the end timed out: {behind}")
+            for msg in consumer.consume(1000, 0.5):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise ServiceUnavailable(f"{topic}[{partition}]: {msg.error()}")
-                position = msg.offset() + 1
+                    raise ServiceUnavailable(f"{msg.topic()}[{msg.partition()}]: {msg.error()}")
+                tp = (msg.topic(), msg.partition())
+                if tp not in positions or msg.offset() >= ends[tp]:
+                    continue  # a partition read to its end, or a record past it
+                positions[tp] = msg.offset() + 1
+                if positions[tp] >= ends[tp]:
+                    del positions[tp]
                 yield msg
     finally:
         consumer.close()

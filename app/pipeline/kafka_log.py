@@ -23,6 +23,7 @@ from app.crashpoints import crash_point
 from app.errors import InvalidInput, ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
 from app.kafka.producing import AsyncProducer, produce_failed, settle
+from app.kafka.reading import read_from
 from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
 from app.pipeline.model import Message as PipelineMessage
 
@@ -222,29 +223,8 @@ def read_log_range(
     bootstrap: str, topic: str, first: int, last: int, timeout_s: float = 10.0
 ) -> list[LogEntry]:
     """Entries with first <= offset <= last (compacted-away offsets are simply absent)."""
-    end = true_end_offsets(bootstrap, [(topic, 0)], timeout_s)[0]
-    last = min(last, end - 1)
-    if first > last:
-        return []
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
+    tp = (topic, 0)
+    messages = read_from(
+        bootstrap, {tp: first}, stops={tp: last + 1}, timeout_s=timeout_s, group_id="hubstream-pipeline-cli"
     )
-    try:
-        consumer.assign([TopicPartition(topic, 0, first)])
-        out: list[LogEntry] = []
-        import time
-
-        deadline = time.monotonic() + timeout_s
-        msg: Any
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.5):
-                if msg.error():
-                    continue
-                if msg.offset() > last:
-                    return out
-                out.append(_decode(topic, msg))
-                if msg.offset() == last:
-                    return out
-        raise ServiceUnavailable(f"{topic}[0] offset={first}..{last}: read timed out")
-    finally:
-        consumer.close()
+    return [_decode(topic, msg) for msg in messages]

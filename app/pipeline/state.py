@@ -16,12 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
-from app.kafka.admin import true_end_offsets
+from app.kafka.admin import KafkaAdmin
+from app.kafka.reading import read_from
 from app.pipeline.offsets import ReaderState, WriterState
+
+CLI_GROUP = "hubstream-pipeline-cli"  # reads by the CLI and the HTTP API (never committed)
 
 __all__ = [
     "ControlChannel",
@@ -127,39 +130,16 @@ def _table_key(raw: bytes) -> str:
 
 def read_changelog(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The latest value per key of a Faust table's changelog (JSON keys and values), read to its true end."""
-    from app.kafka.admin import KafkaAdmin
-
     table: dict[str, Any] = {}
     if topic not in KafkaAdmin(bootstrap).topics():
         return table
-    end = true_end_offsets(bootstrap, [(topic, 0)], timeout_s)[0]
-    if end <= 0:
-        return table
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout_s
-        position = 0
-        while position < end:
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"{topic}[0] offset={position}: changelog read timed out")
-            msg: Any
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise ServiceUnavailable(f"{topic}[0]: {msg.error()}")
-                position = msg.offset() + 1
-                key = _table_key(msg.key() or b"")
-                if msg.value() is None:
-                    table.pop(key, None)
-                else:
-                    table[key] = orjson.loads(msg.value())
-        return table
-    finally:
-        consumer.close()
+    for msg in read_from(bootstrap, {(topic, 0): 0}, timeout_s=timeout_s, group_id=CLI_GROUP):
+        key = _table_key(msg.key() or b"")
+        if msg.value() is None:
+            table.pop(key, None)
+        else:
+            table[key] = orjson.loads(msg.value())
+    return table
 
 
 def read_state(
@@ -167,36 +147,18 @@ def read_state(
 ) -> dict[str, Any]:
     """The table as the running (or next) pipeline sees it: the changelog plus the control records
     its agent has not applied yet (e.g. the final flush of a clean shutdown)."""
-    from app.kafka.admin import KafkaAdmin
-
     state = read_changelog(bootstrap, changelog, timeout_s)
     start = max(KafkaAdmin(bootstrap).committed(group, control, 1)[0], 0)
-    end = true_end_offsets(bootstrap, [(control, 0)], timeout_s)[0]
-    if start >= end:
-        return state
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "hubstream-pipeline-cli", "enable.auto.commit": False}
-    )
-    try:
-        consumer.assign([TopicPartition(control, 0, start)])
-        position, deadline = start, time.monotonic() + timeout_s
-        msg: Any
-        while position < end and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    continue
-                position = msg.offset() + 1
-                try:
-                    record = orjson.loads(msg.value() or b"null")
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(record, dict):
-                    continue
-                if record.get("kind") == "set":
-                    state[str(record["key"])] = record["value"]
-                elif record.get("kind") == "mark":
-                    key = writer_key(str(record["writer"]))
-                    state[key] = WriterState.from_json(state.get(key)).marked(int(record["offset"])).to_json()
-        return state
-    finally:
-        consumer.close()
+    for msg in read_from(bootstrap, {(control, 0): start}, timeout_s=timeout_s, group_id=CLI_GROUP):
+        try:
+            record = orjson.loads(msg.value() or b"null")
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("kind") == "set":
+            state[str(record["key"])] = record["value"]
+        elif record.get("kind") == "mark":
+            key = writer_key(str(record["writer"]))
+            state[key] = WriterState.from_json(state.get(key)).marked(int(record["offset"])).to_json()
+    return state
