@@ -67,8 +67,8 @@ class EventStoreBundleLog:
         )
         return cls(category, store)
 
-    async def load(self, actor: str) -> ActorBundles:
-        loaded = await self._category.load(stream_of(actor))
+    async def load(self, actor: str, *, allow_stale_s: float = 0.0) -> ActorBundles:
+        loaded = await self._category.load(stream_of(actor), allow_stale_s=allow_stale_s)
         state: ActorBundles = loaded.state
         return state
 

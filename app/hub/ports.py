@@ -29,7 +29,10 @@ BATCH_LIMIT = 100  # documents per batch of a bulk create (Cosmos DB's limit of 
 class BundleLog(Protocol):
     """The per-actor stream of bundle events (event store), folded into ActorBundles."""
 
-    async def load(self, actor: str) -> ActorBundles: ...
+    async def load(self, actor: str, *, allow_stale_s: float = 0.0) -> ActorBundles:
+        """The actor's bundles; with `allow_stale_s`, what this process loaded or wrote that
+        recently, without a read."""
+        ...
 
     async def decide(
         self, actor: str, decision: Callable[[ActorBundles], tuple[R, Sequence[ActorEvent]]]

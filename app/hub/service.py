@@ -26,6 +26,7 @@ from app.hub.repository import HubRepository, RepositoryOptions, SaveResult
 from app.settings import Settings
 
 MAX_PEEK_ATTEMPTS = 8
+CACHED_BUNDLES_S = 60.0  # how old the bundles this worker holds may be for a dequeue to start from them
 
 __all__ = ["MessageHub", "PeekedBundle", "SaveResult", "parse_bundle_id", "parse_domains"]
 
@@ -160,9 +161,18 @@ class MessageHub:
         """Acknowledge the actor's open bundle; BundleNotFound when it has none with this id.
 
         Idempotent: a dequeue repeated after a lost answer finds the bundle among the actor's
-        recently dequeued ones and succeeds again without touching anything."""
-        state = await self.bundle_log.load(actor)
+        recently dequeued ones and succeeds again without touching anything.
+
+        The worker that answered the peek holds the actor's bundles as its peek wrote them (actors
+        stay on one worker), so the dequeue starts from them without reading the stream. That is
+        safe when they are stale: acknowledging a bundle twice changes nothing, and the If-Match
+        append re-runs the decision on the stream as it is. A bundle they do not know of is
+        looked up afresh."""
+        state = await self.bundle_log.load(actor, allow_stale_s=CACHED_BUNDLES_S)
         ref = state.find(bundle_id)
+        if ref is None:
+            state = await self.bundle_log.load(actor)
+            ref = state.find(bundle_id)
         if ref is None:
             if bundle_id in state.dequeued_ids:
                 return

@@ -142,6 +142,31 @@ async def test_a_retried_dequeue_is_idempotent() -> None:
     assert ids_of(await drain(hub)) == ids(saved[4:])
 
 
+async def test_a_dequeue_starts_from_the_bundles_its_worker_holds_and_survives_them_being_stale() -> None:
+    world = World()
+    first_worker, second_worker = world.worker(), world.worker()
+    saved = events("e", 8)
+    await first_worker.save(saved)
+    first = await first_worker.peek(RECIPIENT)
+    assert first is not None
+    # The worker that answered the peek dequeues without reading the bundle stream again.
+    reads = world.streams.requests
+    await first_worker.dequeue(RECIPIENT, first.bundle_id)
+    assert world.streams.requests == reads + 1  # the append only
+    # Another worker peeks the next bundle and dequeues it: the first worker's bundles are stale.
+    second = await second_worker.peek(RECIPIENT)
+    assert second is not None
+    await second_worker.dequeue(RECIPIENT, second.bundle_id)
+    # A dequeue of the second bundle repeated through the first worker (a retry after a lost
+    # answer) finds it from a fresh read, acknowledges nothing twice, and succeeds.
+    done: list[Request] = []
+    world.store.after = count_writes(done)
+    await first_worker.dequeue(RECIPIENT, second.bundle_id)
+    assert done == []
+    world.store.after = None
+    assert ids_of([first, second, *await drain(first_worker)]) == ids(saved)
+
+
 async def test_a_save_starting_from_a_stale_known_drawer_never_undoes_a_dequeue() -> None:
     """A worker starts a drawer's compare-and-swap from the version it last wrote; a dequeue on
     another worker changed the drawer since, so that write must be refused and redone from a read."""
