@@ -8,21 +8,14 @@ time; each record carries a version so readers can tell a newer definition.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import orjson
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
-from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
-from app.kafka.writing import produce_confirmed
+from app.kafka.compacted import CompactedLog
 
 __all__ = ["MetadataStore"]
-
-COMPACTED = {"cleanup.policy": "compact"}
 
 
 class MetadataStore:
@@ -32,66 +25,28 @@ class MetadataStore:
         self.bootstrap = bootstrap
         self.topic = metadata_topic
         self.admin = KafkaAdmin(bootstrap)
+        self._log = CompactedLog(
+            bootstrap,
+            metadata_topic,
+            reader_group="hubstream-metadata-reader",
+            write_point="composite.metadata.write",
+        )
         self._topics: dict[str, CompositeTopic] = {}
-        self._position = 0
-        self._consumer: Consumer | None = None
-        self._offsets: Consumer | None = None
-        self._lock = threading.Lock()
-        self._ready = False
 
     # -- reading -------------------------------------------------------------------
-    def _ensure(self) -> Consumer:
-        if not self._ready:
-            self.admin.create([TopicSpec(self.topic, 1, COMPACTED)])
-            self._ready = True
-        if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "group.id": "hubstream-metadata-reader",
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                }
-            )
-            self._consumer.assign([TopicPartition(self.topic, 0, 0)])
-            # Watermarks come from a second, idle consumer: on the reading consumer the
-            # request would queue behind its long-poll fetch (fetch.wait.max.ms).
-            self._offsets = Consumer(
-                {"bootstrap.servers": self.bootstrap, "group.id": "hubstream-metadata-offsets"}
-            )
-        return self._consumer
+    def _apply(self, name: str, value: bytes | None) -> None:
+        if value is None:
+            self._topics.pop(name, None)
+            return
+        parsed = CompositeTopic.from_json(orjson.loads(value))
+        known = self._topics.get(name)
+        if known is None or parsed.version >= known.version:
+            self._topics[name] = parsed
 
     def refresh(self, timeout_s: float = 10.0) -> dict[str, CompositeTopic]:
         """Read every record written since the last refresh; return all definitions."""
-        with self._lock:
-            consumer = self._ensure()
-            assert self._offsets is not None
-            # Each definition is written and flushed on its own, so every record batch holds
-            # one record and ListOffsets is exact here (see KafkaAdmin.end_offsets).
-            _, high = self._offsets.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)
-            deadline = time.monotonic() + timeout_s
-            while self._position < high:
-                if time.monotonic() > deadline:
-                    raise ServiceUnavailable(
-                        f"{self.topic}[0] offset={self._position}: metadata read timed out"
-                    )
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise ServiceUnavailable(f"{self.topic}[0]: {msg.error()}")
-                self._position = msg.offset() + 1
-                key = msg.key().decode()
-                value = msg.value()
-                if value is None:
-                    self._topics.pop(key, None)
-                    continue
-                parsed = CompositeTopic.from_json(orjson.loads(value))
-                known = self._topics.get(key)
-                if known is None or parsed.version >= known.version:
-                    self._topics[key] = parsed
+        with self._log.lock:
+            self._log.read_new(self._apply, timeout_s)
             return dict(self._topics)
 
     def get(self, name: str) -> CompositeTopic:
@@ -105,7 +60,7 @@ class MetadataStore:
 
     # -- writing -------------------------------------------------------------------
     def _write(self, name: str, value: bytes | None) -> None:
-        produce_confirmed(self.bootstrap, self.topic, name.encode(), value, point="composite.metadata.write")
+        self._log.write(name, value)
 
     def put(self, topic: CompositeTopic) -> CompositeTopic:
         """Create missing storage topics first, then publish the definition."""
@@ -143,7 +98,4 @@ class MetadataStore:
         return data
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._offsets):
-            if consumer is not None:
-                consumer.close()
-        self._consumer = self._offsets = None
+        self._log.close()

@@ -1,0 +1,85 @@
+"""A one-partition compacted topic used as a shared registry (composite-topic definitions,
+subscription definitions): every process reads the same log, the last record per key wins and a
+tombstone deletes. `CompactedLog.read_new` hands the records written since the last call to the
+caller's `apply`, in offset order; `write` answers once the broker confirmed the record."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from app.errors import ServiceUnavailable
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.writing import produce_confirmed
+
+__all__ = ["Apply", "CompactedLog"]
+
+Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombstone)
+
+
+class CompactedLog:
+    def __init__(self, bootstrap: str, topic: str, *, reader_group: str, write_point: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.admin = KafkaAdmin(bootstrap)
+        self.lock = threading.Lock()  # hold it around read_new and the reads of what it applied
+        self._reader_group, self._write_point = reader_group, write_point
+        self._position = 0
+        self._consumer: Consumer | None = None
+        self._offsets: Consumer | None = None
+
+    def _ensure(self) -> tuple[Consumer, Consumer]:
+        if self._consumer is None or self._offsets is None:
+            self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": self._reader_group,
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                }
+            )
+            self._consumer.assign([TopicPartition(self.topic, 0, self._position)])
+            # Watermarks come from a second, idle consumer: on the reading one the request would
+            # queue behind its long-poll fetch (fetch.wait.max.ms).
+            self._offsets = Consumer(
+                {"bootstrap.servers": self.bootstrap, "group.id": f"{self._reader_group}-offsets"}
+            )
+        return self._consumer, self._offsets
+
+    def read_new(self, apply: Apply, timeout_s: float = 10.0) -> None:
+        """Apply every record written since the last call; ServiceUnavailable past `timeout_s`.
+        Call it with `lock` held."""
+        consumer, offsets = self._ensure()
+        _, high = offsets.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while self._position < high:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"{self.topic}[0] offset={self._position}: registry read timed out")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    # The embedded broker's ListOffsets may under-report; the end of the partition
+                    # is the true end.
+                    high = max(high, msg.offset())
+                    if self._position >= high:
+                        break
+                    continue
+                raise ServiceUnavailable(f"{self.topic}[0]: {msg.error()}")
+            self._position = msg.offset() + 1
+            high = max(high, self._position)
+            apply(msg.key().decode(), msg.value())
+
+    def write(self, key: str, value: bytes | None) -> None:
+        """One record (None: a tombstone), confirmed by the broker; ServiceUnavailable otherwise."""
+        produce_confirmed(self.bootstrap, self.topic, key.encode(), value, point=self._write_point)
+
+    def close(self) -> None:
+        for consumer in (self._consumer, self._offsets):
+            if consumer is not None:
+                consumer.close()
+        self._consumer = self._offsets = None
