@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -29,11 +29,12 @@ def read_from(
     timeout_s: float = 30.0,
     stops: Mapping[tuple[str, int], int] | None = None,
     group_id: str = "hubstream-read-to-end",
-) -> Iterator[Message]:
+) -> Generator[Message, None, None]:
     """The records of each (topic, partition) from its start offset to the end it has now (or to
     its `stops` offset, exclusive, when that comes first), in offset order within a partition;
     partitions are read together, their records interleaved. ServiceUnavailable when they are not
-    all read within `timeout_s`. Offsets compacted away are simply absent."""
+    all read within `timeout_s`. Offsets compacted away are simply absent. Stopping early: close
+    the generator (contextlib.closing) to close its consumer at once."""
     tps = list(starts)
     if not tps:
         return

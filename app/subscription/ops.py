@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import closing
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.reading import read_from
 from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
 from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
 from app.subscription.records import decode_internal
@@ -234,35 +236,14 @@ def read_dlq(metadata: MetadataStore, sub: Subscription, group_id: str | None, l
     for s in topic.storage_topics:
         parts = [s.route(group_hash(group_id))] if group_id else list(range(s.partitions))
         tps += [(s.name, p) for p in parts]
-    ends = true_end_offsets(metadata.bootstrap, tps)
-    wanted = {tp: end for tp, end in zip(tps, ends, strict=True) if end > 0}
     out: list[Any] = []
-    if not wanted:
-        return out
-    consumer = Consumer(
-        {
-            "bootstrap.servers": metadata.bootstrap,
-            "group.id": "hubstream-dlq-browser",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(t, p, 0) for t, p in wanted])
-        while wanted and len(out) < limit:
-            for msg in consumer.consume(1000, 1.0):
-                tp = (msg.topic(), msg.partition())
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        wanted.pop(tp, None)
-                    continue
-                if msg.offset() + 1 >= wanted.get(tp, 0):
-                    wanted.pop(tp, None)
-                if group_id and (msg.key() or b"").decode("utf-8", "replace") != group_id:
-                    continue
-                out.append(msg)
-    finally:
-        consumer.close()
+    with closing(read_from(metadata.bootstrap, dict.fromkeys(tps, 0), timeout_s=120.0)) as records:
+        for msg in records:
+            if group_id and (msg.key() or b"").decode("utf-8", "replace") != group_id:
+                continue
+            out.append(msg)
+            if len(out) >= limit:
+                break
     return out
 
 
