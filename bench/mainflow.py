@@ -29,7 +29,8 @@ from rich.console import Console
 from app.cosmos import open_cosmos
 from app.dataavailable import DataAvailable
 from app.flow.mainjob import MainJobOptions, run_main_job
-from app.hub.cosmos_io import HubContainers, event_doc, index_doc
+from app.hub.cosmos_io import HubContainers
+from app.hub.documents import event_doc, index_doc
 from app.hub.model import StoredEvent, content_hash
 from app.settings import Settings, get_settings
 from spark_ingest.sample import SampleSpec, sample_rows

@@ -19,34 +19,10 @@ from azure.cosmos import exceptions
 from azure.cosmos.aio import ContainerProxy
 
 from app.errors import ConfigError, ServiceUnavailable
-from app.hub.documents import (
-    catalog_doc,
-    catalog_from_doc,
-    drawer_doc,
-    drawer_from_doc,
-    event_doc,
-    event_from_doc,
-    index_doc,
-    ledger_doc,
-    ledger_from_doc,
-)
 from app.hub.model import CabinetKey, Ledger
 from app.hub.ports import BATCH_LIMIT, RequestCounter
 
-__all__ = [  # the document codecs and the counter are re-exported from where they now live
-    "BATCH_LIMIT",
-    "HubContainers",
-    "RequestCounter",
-    "catalog_doc",
-    "catalog_from_doc",
-    "drawer_doc",
-    "drawer_from_doc",
-    "event_doc",
-    "event_from_doc",
-    "index_doc",
-    "ledger_doc",
-    "ledger_from_doc",
-]
+__all__ = ["HubContainers"]
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest_asyncio
 from app.cosmos import CosmosStore
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
-from app.hub.cosmos_io import catalog_from_doc, drawer_from_doc
+from app.hub.documents import catalog_from_doc, drawer_from_doc
 from app.hub.model import CatalogEntry, DrawerState
 from app.settings import Settings
 

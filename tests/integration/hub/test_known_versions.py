@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from app.cosmos import CosmosStore
 from app.hub import MessageHub
-from app.hub.cosmos_io import ledger_from_doc
+from app.hub.documents import ledger_from_doc
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids, open_hub
 

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.errors import ConfigError
-from app.hub.cosmos_io import HubContainers, ledger_doc, ledger_from_doc
+from app.hub.cosmos_io import HubContainers
+from app.hub.documents import ledger_doc, ledger_from_doc
 from app.hub.model import CabinetKey, Ledger
 
 cabinets = st.builds(CabinetKey, st.text(min_size=1, max_size=20), st.text(max_size=10), st.text(max_size=10))
