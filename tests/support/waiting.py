@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 __all__ = ["POLL_S", "async_wait_until", "run_until_idle", "wait_until"]
 
@@ -53,13 +53,33 @@ def wait_until(
         time.sleep(poll_s)
 
 
+@overload
 async def async_wait_until(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]],
     timeout_s: float,
     what: str,
     poll_s: float = POLL_S,
     retry_on: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> T: ...
+
+
+@overload
+async def async_wait_until(
+    predicate: Callable[[], T],
+    timeout_s: float,
+    what: str,
+    poll_s: float = POLL_S,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> T: ...
+
+
+async def async_wait_until(
+    predicate: Callable[[], Any],
+    timeout_s: float,
+    what: str,
+    poll_s: float = POLL_S,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> Any:
     """`wait_until` on the running loop: the other tasks run between polls; `predicate` may be a
     plain function or a coroutine function."""
     loop = asyncio.get_running_loop()
