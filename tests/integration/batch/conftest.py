@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from app.batch.acks import AckProducer
 from app.settings import Settings
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 PARTITIONS = 4
@@ -140,13 +141,7 @@ def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list
 
 
 def wait_for(predicate: Any, timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s} s")
+    return wait_until(predicate, timeout_s, what, poll_s=0.1)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ values are (key, sequence) pairs, and the checks on what the handlers saw."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -11,6 +10,7 @@ from confluent_kafka import Producer
 
 from app.consumer.inspect import dead_letters
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from tests.support.waiting import async_wait_until
 
 
 def fill(bootstrap: str, topic: str, partitions: int, keys: int, per_key: int) -> int:
@@ -68,7 +68,4 @@ def check_outcome(
 
 
 async def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+    await async_wait_until(check, timeout_s, what, poll_s=0.1)

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 __all__ = ["HUBSTREAM", "cli", "cli_json", "free_port", "start", "status", "stop", "wait"]
 
@@ -52,11 +53,7 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
 
 
 def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+    wait_until(predicate, timeout_s, what, poll_s=0.2)
 
 
 def cli(*args: str, port: int | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -16,6 +16,7 @@ import pytest
 from app.cosmos import CosmosStore
 from app.settings import Settings
 from tests.integration.hub.conftest import events, open_hub
+from tests.support.waiting import async_wait_until
 
 from .support import cli, free_port, start, stop
 
@@ -53,10 +54,7 @@ def log_versions(name: str) -> list[tuple[str, ...]]:
 
 
 async def until(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.3)
+    await async_wait_until(predicate, timeout_s, what, poll_s=0.3)
 
 
 async def test_hub_drawers_mirrored_to_mysql_through_the_change_feed(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from pathlib import Path
 
 import orjson
@@ -16,6 +15,7 @@ from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.cosmos import CosmosStore
 from app.settings import Settings
+from tests.support.waiting import async_wait_until
 
 from .support import cli, free_port, start, status, stop, wait
 
@@ -139,10 +139,11 @@ async def test_mysql_to_cosmos_survives_kill9(
     port = free_port()
     proc = start(file, tmp_path, port)
     try:
-        deadline = time.monotonic() + 90
-        while await asyncio.to_thread(flushed_offset, name) < 0:
-            assert time.monotonic() < deadline, "no offset flushed before the kill"
-            await asyncio.sleep(0.2)
+
+        async def flushed() -> bool:
+            return await asyncio.to_thread(flushed_offset, name) >= 0
+
+        await async_wait_until(flushed, 90, "an offset flushed before the kill", poll_s=0.2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         committed = await asyncio.to_thread(flushed_offset, name)
@@ -150,10 +151,11 @@ async def test_mysql_to_cosmos_survives_kill9(
         with mysql.cursor() as cur:  # rows added while down arrive through sync
             cur.executemany(f"INSERT INTO `{table}` (name) VALUES (%s)", [(f"late{i}",) for i in range(100)])
         proc = start(file, tmp_path, port)
-        deadline = time.monotonic() + 120
-        while len(await docs()) < n + 100:
-            assert time.monotonic() < deadline, "target never caught up"
-            await asyncio.sleep(0.5)
+
+        async def caught_up() -> bool:
+            return len(await docs()) >= n + 100
+
+        await async_wait_until(caught_up, 120, "the target to catch up", poll_s=0.5)
         assert proc.poll() is None, "the restarted pipeline must stay up"
         assert await asyncio.to_thread(stop, proc) == 0
     finally:

@@ -14,6 +14,7 @@ from app.pipeline.definition import load_definition
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.service import PipelineHost, ensure_topics
 from app.settings import Settings
+from tests.support.waiting import async_wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +50,12 @@ async def test_a_mark_sent_while_the_pipeline_starts_is_applied(
         await asyncio.wait_for(starting.wait(), 60)
         await host.apply(table, {"kind": "mark", "writer": "file", "offset": 7}, 0)
         proceed.set()
-        deadline = asyncio.get_running_loop().time() + 30
-        while host.runtime is None or host.runtime.slots["file"].state.offset != 7:
-            assert asyncio.get_running_loop().time() < deadline, "the mark was not applied"
-            await asyncio.sleep(0.05)
+        await async_wait_until(
+            lambda: host.runtime is not None and host.runtime.slots["file"].state.offset == 7,
+            30,
+            "the mark to be applied",
+            poll_s=0.05,
+        )
     finally:
         await host.shutdown()
         running.cancel()

@@ -6,7 +6,7 @@ and the saved reader position moved past them."""
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -18,18 +18,15 @@ from app.pipeline.kafka_log import KafkaCommitLog, read_log_range
 from app.pipeline.memory import MemoryStateStore
 from app.pipeline.readers import CompositeSource
 from app.settings import Settings
+from tests.support.waiting import async_wait_until
 
 pytestmark = pytest.mark.integration
 
 MESSAGES = 50
 
 
-async def wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
+async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
+    await async_wait_until(predicate, timeout_s, what, poll_s=0.1)
 
 
 @pytest.mark.timeout(180)

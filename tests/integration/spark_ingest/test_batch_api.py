@@ -7,7 +7,6 @@ consumer thread here stands in for it: it reads the produced events and acks the
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -27,15 +26,10 @@ from app.composite.model import StorageTopic
 from app.settings import Settings
 from spark_ingest.job import IngestOptions, run_ingest
 from spark_ingest.sample import SampleSpec, generate
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -43,7 +37,7 @@ def worker(
     env: dict[str, str], log: Path, capabilities: tuple[str, ...] = (), timeout_s: float = 90.0
 ) -> Iterator[str]:
     """A worker subprocess on a free port; yields its base URL once it serves every batch partition."""
-    port = _free_port()
+    port = free_port()
     env = dict(env, WEB_PORT=str(port))
     partitions = int(env["TABLE_PARTITIONS"])
     with log.open("wb") as out:

@@ -18,6 +18,7 @@ from app.subscription.memory import MemoryStates
 from app.subscription.model import Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.runner import ShardRunner
+from tests.support.waiting import async_wait_until
 
 
 class Recorder:
@@ -64,7 +65,4 @@ async def running_shards(
 
 
 async def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
+    await async_wait_until(check, timeout_s, what, poll_s=0.2)

@@ -6,7 +6,6 @@ ahead of its later messages; the still-broken group's replay goes back to DLQ on
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,13 +20,11 @@ from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
 from app.subscription.unsideline import unsideline
 from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.support.waiting import async_wait_until
 
 
 async def _until(check: Callable[[], Any], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.5)
+    await async_wait_until(check, timeout_s, what, poll_s=0.5)
 
 
 async def test_views_then_unsideline_replays_in_group_order(

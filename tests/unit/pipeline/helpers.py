@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 
 from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.memory import MemoryCommitLog
 from app.pipeline.model import Message, Mode, NewEntry, Op
+from tests.support.waiting import async_wait_until
 
 __all__ = ["RecordingSink", "fill_log", "wait_for"]
 
@@ -42,12 +42,9 @@ async def fill_log(keys: str) -> MemoryCommitLog:
     return log
 
 
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:
+    """Until `predicate` holds (checked every 10 ms: the engine's loops run on short timers)."""
+    await async_wait_until(predicate, timeout_s, what, poll_s=0.01)
 
 
 def branches(**sinks: RecordingSink) -> dict[str, tuple[Branch, RecordingSink]]:

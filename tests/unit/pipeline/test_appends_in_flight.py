@@ -14,6 +14,7 @@ from app.pipeline.memory import MemoryCommitLog, MemoryCursor, MemoryStateStore
 from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op, record_key
 from app.pipeline.offsets import ReaderState
 from app.pipeline.tail import LogTail
+from tests.support.waiting import run_until_idle
 
 from .helpers import RecordingSink, wait_for
 from .test_log_tail import CountingLog
@@ -92,7 +93,7 @@ async def test_appends_overlap_and_move_the_reader_in_append_order() -> None:
     await runtime.start()
     try:
         await wait_for(lambda: len(log.pending) == 4)  # four batches handed over, none confirmed
-        await asyncio.sleep(0.05)
+        await run_until_idle()
         assert reader_at(runtime) is None and added(runtime) == [] and sink.received == []
         log.confirm(1)
         await wait_for(lambda: reader_at(runtime) == (1, 1))
@@ -118,7 +119,7 @@ async def test_a_failed_append_stops_every_later_one_and_the_reader_resumes_afte
     try:
         await wait_for(lambda: len(log.pending) == 4)
         log.refuse(OSError("refused"), index=1)  # batch 1 (seqs 2, 3) fails while batch 0 is pending
-        await asyncio.sleep(0.05)
+        await run_until_idle()
         assert reader_at(runtime) is None and added(runtime) == []  # batch 0 is not confirmed yet
         log.confirm()  # batch 0, then batches 2 and 3: they reach the log after the refused one
         await wait_for(lambda: len(source.resumes) == 2)
@@ -200,7 +201,7 @@ async def test_a_later_confirmation_waits_for_the_earlier_ones() -> None:
         await wait_for(lambda: len(log.confirmations) == 3)
         for future, offsets in reversed(log.confirmations[1:]):
             future.set_result(offsets)
-        await asyncio.sleep(0.05)
+        await run_until_idle()
         assert reader_at(runtime) is None and added(runtime) == []
         future, offsets = log.confirmations[0]
         future.set_result(offsets)
@@ -244,7 +245,7 @@ async def test_the_reader_waits_for_a_writer_that_would_fall_off_the_tail() -> N
     await runtime.start()
     try:
         await wait_for(lambda: len(log.entries) >= 2_000)
-        await asyncio.sleep(0.2)
+        await run_until_idle()  # without the limit the reader would append all 10,000 meanwhile
         assert len(log.entries) <= 4_000 and not runtime.flags.source_done  # the writer confirmed nothing
         read_back = log.read_back
         sink.gate.set()

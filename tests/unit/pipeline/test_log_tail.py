@@ -12,6 +12,7 @@ from app.pipeline.memory import MemoryCommitLog, MemoryCursor, MemoryStateStore
 from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.tail import LogTail, TailCursor
+from tests.support.waiting import run_until_idle
 
 from .helpers import RecordingSink, wait_for
 
@@ -62,13 +63,29 @@ class ListSource:
         return None
 
 
+class WatchedTail(LogTail):
+    """Counts the writers waiting on it: such a writer is caught up and reads what comes next from
+    memory (its cursor is not waiting on the log)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.waiting = 0
+
+    async def wait(self, timeout_s: float) -> None:
+        self.waiting += 1
+        try:
+            await super().wait(timeout_s)
+        finally:
+            self.waiting -= 1
+
+
 def pipeline(
     log: CountingLog,
     source: ListSource,
     writers: dict[str, tuple[Branch, RecordingSink]],
     **states: WriterState,
 ) -> PipelineRuntime:
-    return PipelineRuntime(
+    runtime = PipelineRuntime(
         name="tail",
         log_=log,
         store=MemoryStateStore(),
@@ -80,6 +97,8 @@ def pipeline(
         batch_wait_s=0.02,
         flush_interval_s=0.05,
     )
+    runtime.tail = WatchedTail(runtime.tail.capacity)
+    return runtime
 
 
 # -- LogTail / TailCursor -------------------------------------------------------------
@@ -117,11 +136,17 @@ async def test_a_cursor_reads_the_log_until_it_reaches_the_tail_then_memory() ->
 # -- engine ---------------------------------------------------------------------------
 
 
-async def caught_up(runtime: PipelineRuntime, offset: int) -> None:
-    """The writer confirmed `offset` and waits for more (a cursor waiting on the log returns after
+async def caught_up(runtime: PipelineRuntime, offset: int, on_tail: bool = True) -> None:
+    """Every writer confirmed `offset`, and (`on_tail`) each one fed from the tail waits on it for
+    more: a cursor still waiting on the log would read what comes next from there (it returns after
     batch_wait_s, then waits on the tail)."""
-    await wait_for(lambda: all(s.state.offset == offset for s in runtime.slots.values()))
-    await asyncio.sleep(0.1)
+    tail = runtime.tail
+    assert isinstance(tail, WatchedTail)
+    from_tail = sum(not s.branch.transforms for s in runtime.slots.values()) if on_tail else 0
+    await wait_for(
+        lambda: all(s.state.offset == offset for s in runtime.slots.values()) and tail.waiting >= from_tail,
+        what=f"every writer at {offset}, {from_tail} of them waiting on the tail",
+    )
 
 
 async def test_a_caught_up_writer_gets_entries_only_after_the_log_confirmed_them() -> None:
@@ -134,7 +159,8 @@ async def test_a_caught_up_writer_gets_entries_only_after_the_log_confirmed_them
         read_back = log.read_back
         log.hold()
         await source.queue.put(list(range(5, 10)))
-        await asyncio.sleep(0.1)
+        await wait_for(lambda: len(log.pending) == 1, what="the append of 5..9 handed over")
+        await run_until_idle()
         assert sink.received == list(range(5)) and runtime.slots["db"].state.offset == 4  # not confirmed
         log.release()
         for batch in (list(range(10, 25)), list(range(25, 30))):
@@ -207,7 +233,7 @@ async def test_a_writer_behind_reads_the_log_then_joins_the_tail() -> None:
     runtime = pipeline(log, source, {"db": (Branch("db"), sink)}, db=WriterState(offset=1))
     await runtime.start()
     try:
-        await caught_up(runtime, 3)
+        await caught_up(runtime, 3, on_tail=False)  # the tail holds nothing yet: it reads the log
         await source.queue.put([4, 5, 6])
         await caught_up(runtime, 6)
         read_back = log.read_back

@@ -18,6 +18,7 @@ from app.pipeline.engine import PipelineRuntime
 from app.pipeline.memory import MemoryCommitLog, MemoryStateStore
 from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op
 from app.pipeline.offsets import NOTHING, ReaderState, WriterState, compact, log_resume_offset
+from tests.support.waiting import async_wait_until
 
 FILTERS = {"c0": "^[AB]$", "c1": ".*"}  # c0 sees only A and B; C counts as acknowledged for it
 
@@ -69,11 +70,12 @@ async def _crash(run: PipelineRuntime) -> None:
 
 
 async def _settled(run: PipelineRuntime, end: int) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while any(s.running and s.state.offset < end - 1 for s in run.slots.values()):
-        assert loop.time() < deadline, "writers never settled"
-        await asyncio.sleep(0.002)
+    await async_wait_until(
+        lambda: not any(s.running and s.state.offset < end - 1 for s in run.slots.values()),
+        5,
+        "every running writer at the log's end",
+        poll_s=0.002,
+    )
 
 
 def _runtime(
