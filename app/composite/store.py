@@ -29,7 +29,7 @@ class MetadataStore:
             bootstrap,
             metadata_topic,
             reader_group="hubstream-metadata-reader",
-            write_point="composite.metadata.write",
+            point="composite.metadata.write",
         )
         self._topics: dict[str, CompositeTopic] = {}
 

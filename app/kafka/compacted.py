@@ -21,11 +21,11 @@ Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombsto
 
 
 class CompactedLog:
-    def __init__(self, bootstrap: str, topic: str, *, reader_group: str, write_point: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, *, reader_group: str, point: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.admin = KafkaAdmin(bootstrap)
         self.lock = threading.Lock()  # hold it around read_new and the reads of what it applied
-        self._reader_group, self._write_point = reader_group, write_point
+        self._reader_group, self._write_point = reader_group, point
         self._position = 0
         self._consumer: Consumer | None = None
         self._offsets: Consumer | None = None

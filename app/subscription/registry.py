@@ -33,7 +33,7 @@ class SubscriptionRegistry:
             bootstrap,
             topic,
             reader_group="hubstream-subscription-registry",
-            write_point="subscription.registry.write",
+            point="subscription.registry.write",
         )
         self._subs: dict[str, Subscription] = {}
         self._marks: dict[str, dict[int, dict[str, Any]]] = {}

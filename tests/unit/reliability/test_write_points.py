@@ -40,6 +40,10 @@ POINT_ELSEWHERE = {
         "the library consumer's writers name theirs (consumer.retry.confirmed, consumer.dlq.confirmed,"
         " consumer.state.write); KafkaCommitLog.start_append passes pipeline.log.append"
     ),
+    "app/kafka/producing.py::produce_blocking": (
+        "its callers name their point before each record (batch.acks.produce,"
+        " pipeline.writer.kafka.produce, spark.ingest.produce; the composite producer's as below)"
+    ),
     "app/composite/producer.py::produce": (
         "the producer's callers name their point (subscription.rq.confirmed, subscription.dlq.confirmed)"
     ),
