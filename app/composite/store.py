@@ -143,7 +143,8 @@ class MetadataStore:
         return data
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._offsets):
-            if consumer is not None:
-                consumer.close()
-        self._consumer = self._offsets = None
+        with self._lock:  # not under a refresh still running in another thread
+            for consumer in (self._consumer, self._offsets):
+                if consumer is not None:
+                    consumer.close()
+            self._consumer = self._offsets = None
