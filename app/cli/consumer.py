@@ -54,7 +54,8 @@ def consumer() -> None:
 
 @consumer.command()
 @click.argument("handler")
-@click.option("--topic", required=True, help="topic to consume")
+@click.option("--topic", default="", help="topic to consume")
+@click.option("--composite-topic", help="composite topic to consume (instead of --topic)")
 @click.option("--name", required=True, help="consumer name (Kafka group; prefix of its own topics)")
 @click.option("--key-header", help="ordering key from this header (default: the record key)")
 @click.option("--filter", "filter_spec", help="MODULE:NAME of a predicate; false = done without the handler")
@@ -73,6 +74,7 @@ def consumer() -> None:
 def run(
     handler: str,
     topic: str,
+    composite_topic: str | None,
     name: str,
     key_header: str | None,
     filter_spec: str | None,
@@ -85,8 +87,9 @@ def run(
     throttle_error_rate: float | None,
     throttled_per_s: float,
 ) -> None:
-    """Run one copy of consumer --name over --topic, calling HANDLER (MODULE:NAME, an async
-    function of one Message) until SIGINT/SIGTERM. Start more copies to scale."""
+    """Run one copy of consumer --name over --topic (or --composite-topic), calling HANDLER
+    (MODULE:NAME, an async function of one Message) until SIGINT/SIGTERM. Start more copies to
+    scale."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         retry = RetryPolicy(
@@ -97,6 +100,7 @@ def run(
     settings = ConsumerSettings(
         name=name,
         topic=topic,
+        composite_topic=composite_topic,
         bootstrap=get_settings().bootstrap,
         key_of=key_from_header(key_header) if key_header else record_key,
         concurrency=concurrency,

@@ -56,6 +56,7 @@ class Work:
     ordering_key: str
     meta: InternalMeta | None = None
     undecodable: str = ""  # why the record cannot be handled (it goes to the DLQ)
+    storage_idx: int = 0  # a main record's storage topic in a composite source (0: a plain topic)
 
     @property
     def lane(self) -> tuple[int, str]:
@@ -63,7 +64,7 @@ class Work:
 
     @property
     def main(self) -> Position:
-        return self.meta.main if self.meta is not None else (0, self.record.offset)
+        return self.meta.main if self.meta is not None else (self.storage_idx, self.record.offset)
 
     @property
     def read(self) -> MessageState | None:
@@ -120,9 +121,10 @@ class Engine:
     def message(self, work: Work) -> Message:
         meta, rec = work.meta, work.record
         partition = work.partition
-        offset = meta.main[1] if meta is not None else rec.offset
+        storage_idx, offset = work.main
+        topic = self.settings.source_topic(storage_idx)
         return Message(
-            topic=self.settings.topic,
+            topic=topic,
             partition=partition,
             offset=offset,
             key=rec.key,
@@ -130,7 +132,7 @@ class Engine:
             value=rec.value,
             headers=dict(user_headers(rec.headers)) if rec.headers else {},
             attempt=(meta.failed_attempts if meta is not None else 0) + 1,
-            message_id=message_id(self.settings.topic, partition, offset),
+            message_id=message_id(topic, partition, offset),
         )
 
     async def run(self, work: Work) -> Outcome:
@@ -222,7 +224,7 @@ class Engine:
         return InternalMeta(
             main=main,
             main_partition=work.partition,
-            message_id=message_id(self.settings.topic, work.partition, main[1]),
+            message_id=message_id(self.settings.source_topic(main[0]), work.partition, main[1]),
             failed_attempts=attempts,
             due_ms=due_ms,
             failure=failure,

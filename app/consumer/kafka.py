@@ -31,23 +31,36 @@ import orjson
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
+from app.composite.advance import Drained, may_leave
+from app.composite.errors import UnknownCompositeTopic
+from app.composite.store import MetadataStore
 from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
 from app.consumer.orphans import DLQ_MARK_KEY, DlqMark, adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
+from app.consumer.source import Source
 from app.consumer.throttle import Sample, Throttle
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
-from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
+from app.settings import get_settings
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
 from app.subscription.state import GroupState
 
-__all__ = ["ConsumerStats", "KafkaQueues", "KafkaStateLog", "KeyedConsumer", "ensure_topics"]
+__all__ = [
+    "ConsumerStats",
+    "KafkaQueues",
+    "KafkaStateLog",
+    "KeyedConsumer",
+    "drained_facts",
+    "ensure_topics",
+    "resolve_source",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,12 +68,42 @@ TP = tuple[str, int]
 Commit = tuple[int, str]  # offset, metadata (the finished offsets above it)
 
 
-def ensure_topics(settings: ConsumerSettings) -> int:
-    """Create the consumer's own topics (same partition count as the source); the count."""
+def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:
+    """The source as defined now (blocking): the topic, or the composite topic read from `store`."""
+    if settings.composite_topic is None:
+        partitions = KafkaAdmin(settings.bootstrap).topics().get(settings.topic)
+        if partitions is None:
+            raise ConfigError(f"topic {settings.topic!r} does not exist on {settings.bootstrap}")
+        return Source.of_topic(settings.topic, partitions)
+    if store is None:
+        raise ConfigError(f"composite topic {settings.composite_topic!r}: no metadata store to resolve it")
+    try:
+        return Source.of_composite(store.get(settings.composite_topic))
+    except UnknownCompositeTopic as exc:
+        raise ConfigError(
+            f"composite topic {settings.composite_topic!r} is not defined in {store.topic} on "
+            f"{settings.bootstrap}"
+        ) from exc
+
+
+def drained_facts(settings: ConsumerSettings, source: Source, idx: int) -> Drained:
+    """Storage topic `idx`'s partitions: has the consumer group committed each to its end
+    (blocking)? Judged on the group's commits, not one copy's positions: the copy that owns
+    `T_{i+1}[q]` need not be the one that owned the `T_i` partitions with the same keys."""
+    storage = source.composite.storage_topics[idx]
+    tps = [(storage.name, p) for p in range(storage.partitions)]
+    committed = committed_offsets(settings.bootstrap, settings.name, tps)
+    ends = true_end_offsets(settings.bootstrap, tps)
+    return {idx: {p: done >= end for (_, p), done, end in zip(tps, committed, ends, strict=True)}}
+
+
+def ensure_topics(settings: ConsumerSettings, source: Source | None = None) -> int:
+    """Create the consumer's own topics (the partition count of the source, or of a composite
+    source's first storage topic); the count."""
     admin = KafkaAdmin(settings.bootstrap)
-    partitions = admin.topics().get(settings.topic)
-    if partitions is None:
-        raise ConfigError(f"topic {settings.topic!r} does not exist on {settings.bootstrap}")
+    if source is None:
+        source = resolve_source(settings)
+    partitions = source.lanes
     compacted = {"cleanup.policy": "compact"}
     admin.ensure(
         [
@@ -74,7 +117,8 @@ def ensure_topics(settings: ConsumerSettings) -> int:
     for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic):
         if found.get(own) != partitions:
             raise ConfigError(
-                f"{own} has {found.get(own)} partitions, {settings.topic} has {partitions}: they must match"
+                f"{own} has {found.get(own)} partitions, {source.composite.storage_topics[0].name} has "
+                f"{partitions}: they must match"
             )
     return partitions
 
@@ -253,6 +297,14 @@ class KeyedConsumer:
         self._next_start = 0.0
         self.partitions = 0
         self._highs: dict[TP, int] = {}  # high watermarks, as the poll thread last saw them
+        # The source; for a composite topic, the storage topic read (every copy moves on by the
+        # same rule, on the group's commits) and the topics to subscribe to (every storage topic).
+        self._store: MetadataStore | None = None
+        self._source = Source.of_topic(settings.topic, 0)
+        self.read_idx = 0
+        self._switch_seen_at: float | None = None
+        self._held_logged = -1
+        self._topics: list[str] = [settings.topic, settings.retry_topic]
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -261,11 +313,18 @@ class KeyedConsumer:
     async def run(self) -> None:
         s = self.settings
         self._loop = asyncio.get_running_loop()
-        self.partitions = await asyncio.to_thread(ensure_topics, s)
+        if s.composite_topic is not None:
+            self._store = MetadataStore(s.bootstrap, s.metadata_topic or get_settings().metadata_topic)
+            try:
+                await self._start_composite(self._store)
+            except BaseException:
+                await asyncio.to_thread(self._store.close)
+                raise
+        self.partitions = await asyncio.to_thread(ensure_topics, s, self._source if self._store else None)
         if s.global_in_flight is not None and s.global_in_flight < self.partitions:
             raise ConfigError(
                 f"global_in_flight={s.global_in_flight} is below the {self.partitions} partitions of "
-                f"{s.topic}: every partition needs a share of at least 1"
+                f"{s.source}: every partition needs a share of at least 1"
             )
         shares = partition_shares(s.global_in_flight, self.partitions) if s.global_in_flight else None
         self._shares = [asyncio.Semaphore(n) for n in shares] if shares else None
@@ -288,8 +347,9 @@ class KeyedConsumer:
             }
         )
         self._consumer = consumer
+        subscribed = list(self._topics)
         consumer.subscribe(
-            [s.topic, s.retry_topic],
+            subscribed,
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -299,9 +359,11 @@ class KeyedConsumer:
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
         ]
+        if self._store is not None:
+            helpers.append(asyncio.create_task(self._source_loop(self._store)))
         if self._throttle is not None:
             helpers.append(asyncio.create_task(asyncio.to_thread(self._read_members)))
-        poll = asyncio.ensure_future(asyncio.to_thread(self._poll_loop, consumer))
+        poll = asyncio.ensure_future(asyncio.to_thread(self._poll_loop, consumer, subscribed))
         try:
             await asyncio.shield(poll)
         except asyncio.CancelledError:
@@ -316,6 +378,77 @@ class KeyedConsumer:
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._leave()
             await self._producer.close()
+            if self._store is not None:
+                await asyncio.to_thread(self._store.close)
+
+    # -- composite source ------------------------------------------------------------------------
+    async def _start_composite(self, store: MetadataStore) -> None:
+        """Resolve the composite topic and start past the storage topics the group drained."""
+        s = self.settings
+        self._source = await asyncio.to_thread(resolve_source, s, store)
+        self._topics = [*self._source.topics, s.retry_topic]
+        while may_leave(self._source.composite, self.read_idx):
+            drained = await asyncio.to_thread(drained_facts, s, self._source, self.read_idx)
+            idx = self._source.read_index(self.read_idx, drained)
+            if idx == self.read_idx:
+                break
+            self.read_idx = idx
+        log.info(
+            "%s: reads %s from storage topic %d (%s)",
+            self.member_id,
+            self._source.name,
+            self.read_idx,
+            self._source.composite.storage_topics[self.read_idx].name,
+        )
+
+    async def _source_loop(self, store: MetadataStore) -> None:
+        """Follow the composite topic's definition (new storage topics, the produce pointer) and
+        move on to the next storage topic by the rule (`Source.read_index`)."""
+        interval = max(0.2, min(1.0, self.settings.switch_grace_s / 2))
+        while True:
+            try:
+                await self._follow_source(store)
+            except HubstreamError as exc:
+                log.info("%s: composite topic not followed this time: %s", self.member_id, exc)
+            await asyncio.sleep(interval)
+
+    async def _follow_source(self, store: MetadataStore) -> None:
+        s = self.settings
+        assert s.composite_topic is not None
+        topic = await asyncio.to_thread(store.get, s.composite_topic)
+        source = self._source = Source.of_composite(topic)
+        self._topics = [*source.topics, s.retry_topic]  # the poll thread subscribes when it changed
+        idx = self.read_idx
+        if not may_leave(topic, idx):
+            self._switch_seen_at = None
+            return
+        # Producers that still hold the old definition may write T_idx for a while yet.
+        if self._switch_seen_at is None:
+            self._switch_seen_at = time.monotonic()
+        if time.monotonic() - self._switch_seen_at < s.switch_grace_s:
+            return
+        drained = await asyncio.to_thread(drained_facts, s, source, idx)
+        new = source.read_index(idx, drained)
+        if new == idx:
+            if source.held(idx) and all(drained[idx].values()) and self._held_logged != idx:
+                self._held_logged = idx
+                log.warning(
+                    "%s: stays at the end of %s: %s routes keys unlike %s (other partitions or K), "
+                    "so its records would belong to other lane partitions",
+                    self.member_id,
+                    topic.storage_topics[idx].name,
+                    topic.storage_topics[idx + 1].name,
+                    topic.storage_topics[0].name,
+                )
+            return
+        log.info(
+            "%s: %s drained by the group, reading %s",
+            self.member_id,
+            topic.storage_topics[idx].name,
+            topic.storage_topics[new].name,
+        )
+        self.read_idx = new  # the poll thread resumes the new storage topic's partitions
+        self._switch_seen_at = None
 
     async def _leave(self) -> None:
         try:
@@ -324,7 +457,7 @@ class KeyedConsumer:
             log.info("%s: members tombstone not written: %s", self.member_id, exc)
 
     # -- poll thread -----------------------------------------------------------------------------
-    def _poll_loop(self, consumer: Consumer) -> None:
+    def _poll_loop(self, consumer: Consumer, subscribed: list[str]) -> None:
         loop = self._loop
         assert loop is not None
         flow: tuple[set[TP], set[TP]] = (set(), set())
@@ -332,6 +465,15 @@ class KeyedConsumer:
         full_since: float | None = None
         try:
             while not self._stop.is_set():
+                if self._topics != subscribed:  # a storage topic was added to the composite topic
+                    subscribed = list(self._topics)
+                    log.info("%s: subscribing to %s", self.member_id, subscribed)
+                    consumer.subscribe(
+                        subscribed,
+                        on_assign=self._on_assign,
+                        on_revoke=self._on_revoke,
+                        on_lost=self._on_lost,
+                    )
                 # Read ahead up to `buffered` records. A full buffer first just waits (pausing
                 # makes the client drop what it fetched ahead); past a second it pauses, so the
                 # poll loop keeps serving the group however long the handlers take.
@@ -362,12 +504,15 @@ class KeyedConsumer:
     def _apply_flow(
         self, consumer: Consumer, last: tuple[set[TP], set[TP]], full: bool
     ) -> tuple[set[TP], set[TP]]:
-        """Pause everything while the buffer is full; retry partitions while their head waits.
-        `last`: (owned, paused) as last applied. On a new assignment every partition is set again:
-        a partition paused before a rebalance can come back still paused."""
+        """Pause everything while the buffer is full; retry partitions while their head waits;
+        (a composite source) storage partitions not read now. `last`: (owned, paused) as last
+        applied. On a new assignment every partition is set again: a partition paused before a
+        rebalance can come back still paused."""
         s = self.settings
         owned = {(t.topic, t.partition) for t in consumer.assignment()}
         want = {tp for tp in owned if full or (tp[0] == s.retry_topic and tp[1] in self._retry_paused)}
+        if self._store is not None:
+            want |= {tp for tp in owned if tp[0] != s.retry_topic and not self._reads(tp)}
         if (owned, want) != last:
             if want:
                 consumer.pause([TopicPartition(t, p) for t, p in want])
@@ -379,14 +524,39 @@ class KeyedConsumer:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
+    def _reads(self, tp: TP) -> bool:
+        """A composite source: is this storage partition read now (the storage topic being read,
+        and a lane partition this copy owns)?"""
+        return self._source.reads(tp[0], tp[1], self.read_idx, self._owned)
+
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         s = self.settings
-        mains = sorted(tp.partition for tp in partitions if tp.topic == s.topic)
+        mains = sorted(tp.partition for tp in partitions if tp.topic == self._lane_topic)
         log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
-        asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
+        if self._store is None:
+            asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
+        else:
+            asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         committed = consumer.committed(asked, timeout=30) if asked else []
         retry_from = {tp.partition: max(0, tp.offset) for tp in committed if tp.topic == s.retry_topic}
         self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
+        if self._store is not None:
+            # Storage partitions not read now are paused before anything of them is fetched.
+            consumer.assign(partitions)
+            hold = [
+                tp
+                for tp in partitions
+                if tp.topic != s.retry_topic and not self._reads((tp.topic, tp.partition))
+            ]
+            if hold:
+                consumer.pause(hold)
+
+    @property
+    def _lane_topic(self) -> str:
+        """The topic whose partitions are this copy's lane partitions (key states, retry, DLQ):
+        the source topic, or for a composite source the retry topic (range assignment gives the
+        copy storage partition p with it wherever p is read)."""
+        return self.settings.topic if self._store is None else self.settings.retry_topic
 
     def _finished_above(self, committed: list[TopicPartition]) -> dict[TP, frozenset[int]]:
         """Offsets a previous owner finished above its commit, from the commit metadata. A broker
@@ -452,7 +622,7 @@ class KeyedConsumer:
         if adopted:
             log.warning("%s: recorded %d retry/DLQ copies written before a crash", self.member_id, adopted)
         self._owned.update(mains)
-        log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.topic)
+        log.info("%s: owns partitions %s of %s", self.member_id, sorted(self._owned), self.settings.source)
 
     def _copies(
         self, mains: list[int], retry_from: dict[int, int], dlq_from: dict[int, int]
@@ -485,7 +655,7 @@ class KeyedConsumer:
         return found, dlq_ends
 
     async def _revoke(self, tps: list[TP]) -> dict[TP, Commit]:
-        mains = {p for t, p in tps if t == self.settings.topic}
+        mains = {p for t, p in tps if t == self._lane_topic}
         # Finish what was read of these partitions, the records waiting behind a busy key too:
         # a record left undone holds the commit below every later record that finished, and the
         # next owner would handle those again. Past revoke_timeout_s the rest is abandoned.
@@ -540,7 +710,7 @@ class KeyedConsumer:
                 self.stats.skipped += 1  # finished before a crash (the commit's metadata says)
                 continue
             record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
-            if topic == s.topic:
+            if topic != s.retry_topic:
                 self._buffered += 1
                 self._admit(self._main_work(record), tp)
             else:  # counted in the buffer once due: waiting copies must not hold the source back
@@ -548,8 +718,10 @@ class KeyedConsumer:
                 self._retry_arrived.set()
 
     def _main_work(self, record: Record) -> Work:
+        idx = self._source.index_of(record.topic) or 0
         if self.settings.key_of is record_key:  # the default: no Message built for the key alone
-            return Work(record, record.partition, (record.key or b"").decode("utf-8", "replace"))
+            key = (record.key or b"").decode("utf-8", "replace")
+            return Work(record, record.partition, key, storage_idx=idx)
         probe = Message(
             record.topic,
             record.partition,
@@ -564,8 +736,10 @@ class KeyedConsumer:
         try:
             key = self.settings.key_of(probe)
         except Exception as exc:  # a user's key function failing on bad data: the record goes to DLQ
-            return Work(record, record.partition, "", undecodable=f"ordering key failed: {exc!r}")
-        return Work(record, record.partition, key)
+            return Work(
+                record, record.partition, "", undecodable=f"ordering key failed: {exc!r}", storage_idx=idx
+            )
+        return Work(record, record.partition, key, storage_idx=idx)
 
     def _retry_work(self, record: Record) -> Work:
         try:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
 from app.subscription.model import OnDlq, RetryPolicy
 
@@ -107,11 +108,17 @@ class ThrottlePolicy:
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """One consumer, the same in every copy. `name` is the Kafka consumer group and the prefix of
-    its own topics: `<name>-retry`, `<name>-dlq`, `<name>-state` (compacted), `<name>-members`."""
+    its own topics: `<name>-retry`, `<name>-dlq`, `<name>-state` (compacted), `<name>-members`.
+
+    The source is `topic` (a Kafka topic) or `composite_topic` (a composite topic's name, resolved
+    in the metadata topic `metadata_topic`, by default the COMPOSITE_METADATA_TOPIC setting): its
+    storage topics are read in order, the next one only once the produce pointer has been past the
+    current one for `switch_grace_s` (producers still holding the old pointer) and the group has
+    committed every partition of it to its end."""
 
     name: str
-    topic: str
-    bootstrap: str
+    topic: str = ""
+    bootstrap: str = ""
     key_of: KeyOf = record_key
     concurrency: int = 64  # messages in flight in this copy (one per key at a time)
     buffered: int = 1_000  # records read ahead of the handler in this copy
@@ -124,18 +131,46 @@ class ConsumerSettings:
     heartbeat_s: float = 2.0
     session_timeout_s: float = 6.0
     revoke_timeout_s: float = 5.0  # handlers of revoked partitions still running then are abandoned
+    composite_topic: str | None = None  # the source, instead of `topic`
+    metadata_topic: str | None = None  # where composite topics are defined (None: the setting)
+    switch_grace_s: float = 5.0  # after a produce-pointer switch, before leaving a drained storage topic
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise InvalidInput(f"consumer name {self.name!r}: use 1-121 of A-Z a-z 0-9 _ . -")
-        if not self.topic:
-            raise InvalidInput("consumer topic is empty")
+        if self.topic and self.composite_topic is not None:
+            raise InvalidInput(
+                f"consumer {self.name!r} has both topic={self.topic!r} and "
+                f"composite_topic={self.composite_topic!r}: give one source"
+            )
+        if self.composite_topic is not None:
+            check_topic_name(self.composite_topic)
+        elif not self.topic:
+            raise InvalidInput(
+                "consumer topic is empty: give topic (a Kafka topic) or composite_topic (a composite topic)"
+            )
+        if not self.bootstrap:
+            raise InvalidInput("consumer bootstrap is empty")
+        if self.switch_grace_s < 0:
+            raise InvalidInput("switch_grace_s must not be negative")
         if self.concurrency < 1 or self.buffered < 1:
             raise InvalidInput("concurrency and buffered must be at least 1")
         if self.global_in_flight is not None and self.global_in_flight < 1:
             raise InvalidInput("global_in_flight must be at least 1")
         if min(self.commit_interval_s, self.heartbeat_s, self.session_timeout_s, self.revoke_timeout_s) <= 0:
             raise InvalidInput("intervals and timeouts must be positive")
+
+    @property
+    def source(self) -> str:
+        """The source's name: the topic, or the composite topic."""
+        return self.composite_topic if self.composite_topic is not None else self.topic
+
+    def source_topic(self, storage_idx: int) -> str:
+        """The Kafka topic a main position `(storage_idx, offset)` is in: the topic, or the
+        composite topic's storage topic `storage_idx`."""
+        if self.composite_topic is None:
+            return self.topic
+        return storage_topic_name(self.composite_topic, storage_idx)
 
     @property
     def retry_topic(self) -> str:

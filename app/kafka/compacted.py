@@ -79,7 +79,8 @@ class CompactedLog:
         produce_confirmed(self.bootstrap, self.topic, key.encode(), value, point=self._write_point)
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._offsets):
-            if consumer is not None:
-                consumer.close()
-        self._consumer = self._offsets = None
+        with self.lock:  # not under a read still running in another thread
+            for consumer in (self._consumer, self._offsets):
+                if consumer is not None:
+                    consumer.close()
+            self._consumer = self._offsets = None

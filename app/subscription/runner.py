@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from app.composite.advance import may_leave, read_index
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
@@ -276,18 +277,23 @@ class ShardRunner:
         return adopted
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:
+        return all((await self._drained_facts(tps)).values())
+
+    async def _drained_facts(self, tps: list[TopicPartition]) -> dict[int, bool]:
+        """Per partition (all of one storage topic): is this shard's position (an assigned
+        partition) or the group's committed offset (another) at the partition's end?"""
         assert self._consumer is not None
         ends = await asyncio.to_thread(
             true_end_offsets, self.settings.bootstrap, [(t.topic, t.partition) for t in tps]
         )
+        facts: dict[int, bool] = {}
         for tp, end in zip(tps, ends, strict=True):
             if tp in self._consumer.assignment():
                 pos = await self._consumer.position(tp)
             else:
                 pos = await self._consumer.committed(tp) or 0
-            if pos < end:
-                return False
-        return True
+            facts[tp.partition] = pos >= end
+        return facts
 
     async def _skip_drained(self, reader: _Reader) -> None:
         """Start past the drained storage topics, but (MQ) not where groups change shards while
@@ -295,11 +301,15 @@ class ShardRunner:
         every shard drained it (as change-shards waits for), the rest of the chain only has to
         suit this shard count."""
         topic = self._topic(reader)
-        while reader.idx < topic.produce_pointer and await self._drained(reader.partitions(topic)):
+        while may_leave(topic, reader.idx):
+            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
+            idx = read_index(topic, reader.idx, drained)
+            if idx == reader.idx:
+                break
             if reader is self.mq and not await self._mq_may_leave(topic, reader.idx):
                 self._mq_compatible(topic)  # logs why, and shows the shard held
                 break
-            reader.idx += 1
+            reader.idx = idx
 
     async def _mq_may_leave(self, topic: CompositeTopic, idx: int) -> bool:
         count = self.sub.shard_count
@@ -341,7 +351,7 @@ class ShardRunner:
             moved = True
         for reader in (self.mq, self.rq):
             topic = self._topic(reader)
-            if reader.idx >= topic.produce_pointer or self._feed_all:
+            if not may_leave(topic, reader.idx) or self._feed_all:
                 continue
             if reader is self.mq and not self._mq_compatible(topic):
                 continue
@@ -351,14 +361,16 @@ class ShardRunner:
                 continue
             if reader is self.rq and any(self._rq_buffers.values()):
                 continue
-            if await self._drained(reader.partitions(topic)):
+            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
+            idx = read_index(topic, reader.idx, drained)
+            if idx != reader.idx:
                 log.info(
                     "%s: %s drained, reading storage topic %d",
                     self.label,
                     topic.storage_topics[reader.idx].name,
-                    reader.idx + 1,
+                    idx,
                 )
-                reader.idx += 1
+                reader.idx = idx
                 reader.switch_seen_at = None
                 moved = True
         if moved:

@@ -1,0 +1,186 @@
+"""A composite topic as the library's source: the settings, the pure `Source` (which storage
+partitions a copy reads, where it holds), the engine's main positions `(storage_idx, offset)`
+across a switch, and the copy's move to the next storage topic on the group's drained facts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.composite.advance import Drained
+from app.composite.model import CompositeTopic
+from app.consumer import kafka as adapter
+from app.consumer.engine import Engine, Outcome, Record, Work
+from app.consumer.kafka import KeyedConsumer
+from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.model import ConsumerSettings, Message, RetryPolicy
+from app.consumer.source import Source
+from app.errors import InvalidInput
+from app.subscription.records import decode_internal
+
+
+def composite_settings(**extra: object) -> ConsumerSettings:
+    return ConsumerSettings(
+        name="c",
+        composite_topic="orders",
+        bootstrap="unused:9",
+        retry=RetryPolicy(max_attempts=3, min_backoff_s=0),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_settings_take_exactly_one_source() -> None:
+    with pytest.raises(InvalidInput, match="give one source"):
+        ConsumerSettings(name="c", topic="t", composite_topic="orders", bootstrap="b:9")
+    with pytest.raises(InvalidInput, match=r"give topic .* or composite_topic"):
+        ConsumerSettings(name="c", bootstrap="b:9")
+    with pytest.raises(InvalidInput, match="composite topic name"):
+        ConsumerSettings(name="c", composite_topic="no spaces", bootstrap="b:9")
+    with pytest.raises(InvalidInput, match="bootstrap is empty"):
+        ConsumerSettings(name="c", topic="t")
+    plain = ConsumerSettings(name="c", topic="t", bootstrap="b:9")
+    assert (plain.source, plain.source_topic(0)) == ("t", "t")
+    composite = composite_settings()
+    assert (composite.source, composite.source_topic(0), composite.source_topic(2)) == (
+        "orders",
+        "orders.0",
+        "orders.2",
+    )
+    assert composite.retry_topic == "c-retry"
+
+
+def chain(*partitions: int, pointer: int = 0) -> CompositeTopic:
+    topic = CompositeTopic.create("orders", partitions[0])
+    for count in partitions[1:]:
+        topic = topic.add_storage_topic(count)
+    for _ in range(pointer):
+        topic = topic.switch_produce()
+    return topic
+
+
+def test_a_copy_reads_only_storage_topics_routed_like_the_first() -> None:
+    same = Source.of_composite(chain(4, 4, 4, pointer=2))
+    assert (same.lanes, same.readable_upto) == (4, 2)
+    assert same.topics == ["orders.0", "orders.1", "orders.2"]
+    drained: Drained = {0: dict.fromkeys(range(4), True), 1: dict.fromkeys(range(4), True)}
+    assert same.read_index(0, drained) == 2
+    assert not same.held(2)
+    grown = Source.of_composite(chain(4, 4, 8, pointer=2))  # keys of orders.2[q] are in other lanes
+    assert grown.readable_upto == 1
+    assert grown.read_index(0, drained) == 1
+    assert grown.held(1) and not grown.held(0)
+    assert grown.read_index(1, drained) == 1
+    # 8 -> 4 (K=1, base 4) -> 8 (K=2): the same count as T_0 but routed otherwise
+    back = Source.of_composite(chain(8, 4, 8, pointer=2))
+    assert back.composite.storage_topics[2].k == 2
+    assert back.readable_upto == 0
+
+
+def test_a_copy_reads_the_storage_topic_at_its_index_and_only_its_lane_partitions() -> None:
+    source = Source.of_composite(chain(4, 4, pointer=1))
+    assert source.reads("orders.1", 2, 1, {1, 2})
+    assert not source.reads("orders.1", 3, 1, {1, 2}), "another copy owns lane 3"
+    assert not source.reads("orders.0", 2, 1, {1, 2}), "drained storage topics are left paused"
+    assert not source.reads("c-retry", 2, 1, {1, 2})
+    plain = Source.of_topic("t", 4)
+    assert (plain.lanes, plain.topics, plain.readable_upto, plain.index_of("t")) == (4, ["t"], 0, 0)
+
+
+async def test_order_per_key_holds_across_the_switch() -> None:
+    """Key a fails in orders.0, so its record in orders.1 (offset 0 again) waits behind the retry:
+    positions compare as (storage_idx, offset)."""
+    seen: list[tuple[str, str, int]] = []
+    failed_once: set[str] = set()
+
+    async def handle(message: Message) -> None:
+        value = (message.value or b"").decode()
+        if value == "a0" and value not in failed_once:
+            failed_once.add(value)
+            raise RuntimeError("later")
+        seen.append((value, message.topic, message.offset))
+
+    states, queues = MemoryStateLog(), MemoryQueues()
+    engine = Engine(composite_settings(), handle, states, queues)
+    t0 = [Work(Record("orders.0", 1, 7, b"a", b"a0"), 1, "a", storage_idx=0)]
+    t1 = [
+        Work(Record("orders.1", 1, 0, b"a", b"a1"), 1, "a", storage_idx=1),
+        Work(Record("orders.1", 1, 1, b"b", b"b1"), 1, "b", storage_idx=1),
+    ]
+    assert [await engine.run(w) for w in t0 + t1] == [Outcome.RETRYING, Outcome.SIDELINED, Outcome.DELIVERED]
+    for offset, (written, headers) in enumerate(queues.retry[1]):
+        copy = Work(
+            Record("c-retry", 1, offset, written.record.key, written.record.value, tuple(headers.items())),
+            1,
+            "a",
+            decode_internal(tuple(headers.items())),
+        )
+        assert await engine.run(copy) is Outcome.DELIVERED
+    assert seen == [("b1", "orders.1", 1), ("a0", "orders.0", 7), ("a1", "orders.1", 0)]
+    state = states.get(1, "a")
+    assert state is not None and state.handled == (1, 0)
+    # A replay of the orders.0 record after a crash is below the key's handled position: skipped.
+    assert await engine.run(t0[0]) is Outcome.SKIPPED
+    assert engine.message(t1[0]).message_id == "orders.1-1-0"
+
+
+class _Store:
+    def __init__(self, topic: CompositeTopic) -> None:
+        self.topic = topic
+
+    def get(self, name: str) -> CompositeTopic:
+        assert name == self.topic.name
+        return self.topic
+
+
+async def test_a_copy_moves_on_when_the_group_drained_the_storage_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+    drained = {0: False}
+
+    def facts(settings: ConsumerSettings, source: Source, idx: int) -> Drained:
+        asked.append(idx)
+        return {idx: {p: drained.get(idx, False) for p in range(4)}}
+
+    monkeypatch.setattr(adapter, "drained_facts", facts)
+
+    async def handle(message: Message) -> None:
+        return None
+
+    copy = KeyedConsumer(composite_settings(switch_grace_s=0.0), handle)
+    store = _Store(chain(4))
+    follow = copy._follow_source
+    await follow(store)  # type: ignore[arg-type]
+    assert (copy.read_idx, asked) == (0, []), "the produce pointer has not moved: nothing to ask"
+    store.topic = chain(4, 4)
+    await follow(store)  # type: ignore[arg-type]
+    assert copy._topics == ["orders.0", "orders.1", "c-retry"], "subscribes to the new storage topic"
+    store.topic = chain(4, 4, pointer=1)
+    await follow(store)  # type: ignore[arg-type]
+    assert (copy.read_idx, asked) == (0, [0]), "orders.0 not drained by the group yet"
+    drained[0] = True
+    await follow(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 1
+    store.topic = chain(4, 4, 8, pointer=2)
+    drained[1] = True
+    await follow(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 1, "orders.2 routes keys to other lanes: the copy holds"
+
+
+async def test_the_grace_period_runs_from_when_the_switch_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapter, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
+
+    async def handle(message: Message) -> None:
+        return None
+
+    copy = KeyedConsumer(composite_settings(switch_grace_s=0.3), handle)
+    store = _Store(chain(4, 4, pointer=1))
+    await copy._follow_source(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 0, "producers may still hold the old pointer"
+    seen_at = copy._switch_seen_at
+    assert seen_at is not None
+    while copy.read_idx == 0:
+        await asyncio.sleep(0.05)
+        await copy._follow_source(store)  # type: ignore[arg-type]
+    assert copy._switch_seen_at is None
