@@ -10,6 +10,8 @@ from urllib.parse import urlparse
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.errors import ConfigError
+
 __all__ = ["EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
 
 # The Cosmos DB emulator's published well-known key; only ever used for the local endpoint.
@@ -24,8 +26,6 @@ class MysqlTarget:
     def __init__(self, url: str) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in {"mysql", "mariadb"}:
-            from app.errors import ConfigError
-
             raise ConfigError(f"MYSQL_URL must start with mysql://, got {parsed.scheme or 'nothing'}://")
         self.host = parsed.hostname or "127.0.0.1"
         self.port = parsed.port or 3306

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import orjson
+
 from app.batch.atomic import atomically
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
@@ -266,7 +268,6 @@ class BatchService:
                 self._publishing.discard(key)
 
     async def _publish(self, completion: Completion) -> None:
-        import orjson
 
         log.info("batch %s %s complete", completion.kind, completion.batch_id)
         crash_point("batch.completion.send")

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from faust.web import View
 from yarl import URL
 
 from app.batch.errors import PartitionNotReady
@@ -344,7 +345,6 @@ def _relaying(handler: Callable[..., Awaitable[web.StreamResponse]]) -> Callable
 
 def register_views(app: Any, api: BatchApi) -> None:
     """Mount the API on the Faust web server (static paths before `{batchId}` patterns)."""
-    from faust.web import View
 
     routes: list[tuple[str, dict[str, Callable[..., Any]]]] = [
         ("/api/v1/batch/status", {"get": api.status}),

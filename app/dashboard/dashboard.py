@@ -25,6 +25,7 @@ from yarl import URL
 from app.composite.store import MetadataStore
 from app.dashboard import sources
 from app.settings import Settings
+from app.subscription.registry import SubscriptionRegistry
 from app.web.responses import json_response
 
 __all__ = ["PAGE_PATH", "DashboardConfig", "DashboardService"]
@@ -69,8 +70,6 @@ class DashboardService:
 
     def _subscription_registry(self) -> Any:
         if self._registry is None:
-            from app.subscription.registry import SubscriptionRegistry
-
             self._registry = SubscriptionRegistry(
                 self.settings.bootstrap, self.settings.subscription_registry_topic
             )

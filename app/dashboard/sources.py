@@ -12,9 +12,13 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from app.batch.model import ESTIMATED_PREFIX, EXACT_PREFIX, EstimatedBatch, ExactBatch
 from app.composite.store import MetadataStore
 from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.pipeline.kafka_log import PipelineTopics
+from app.pipeline.state import read_state, split_states
 from app.settings import Settings
+from app.subscription.ops import lag_report
 
 __all__ = [
     "batches_local",
@@ -70,7 +74,6 @@ def composite_section(metadata: MetadataStore) -> list[dict[str, Any]]:
 
 def subscriptions_section(registry: Any, metadata: MetadataStore) -> list[dict[str, Any]]:
     """Every subscription's definition and lag per shard (MQ, RQ), RQ depth and DLQ depth."""
-    from app.subscription.ops import lag_report
 
     out: list[dict[str, Any]] = []
     for name, sub in sorted(registry.refresh().items()):
@@ -101,7 +104,6 @@ def subscriptions_section(registry: Any, metadata: MetadataStore) -> list[dict[s
 def pipelines_section(settings: Settings) -> list[dict[str, Any]]:
     """Pipelines of this deployment (commit log + offsets changelog under HUBSTREAM_APP_ID): each
     writer's next offset against the commit log's end."""
-    from app.pipeline.kafka_log import PipelineTopics
 
     existing = KafkaAdmin(settings.bootstrap).topics()
     names = sorted(
@@ -131,7 +133,6 @@ def pipelines_section(settings: Settings) -> list[dict[str, Any]]:
 
 
 def _pipeline(settings: Settings, topics: Any) -> dict[str, Any]:
-    from app.pipeline.state import read_state, split_states
 
     state = read_state(settings.bootstrap, topics.changelog, topics.control, topics.app_id)
     writers, readers = split_states(state)
@@ -156,7 +157,6 @@ def _pipeline(settings: Settings, topics: Any) -> dict[str, Any]:
 
 def batches_local(service: Any, max_complete: int = 20, max_total: int = 200) -> list[dict[str, Any]]:
     """Batches in the table partitions this worker serves: every open one, then the newest complete."""
-    from app.batch.model import ESTIMATED_PREFIX, EXACT_PREFIX, EstimatedBatch, ExactBatch
 
     found: list[dict[str, Any]] = []
     for partition in sorted(service.ready):

@@ -12,6 +12,7 @@ from typing import Any
 
 import jwt
 from aiohttp import web
+from faust.web import View
 
 from app.errors import InvalidInput
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
@@ -111,7 +112,6 @@ class HubHolder:
 
 def register_views(app: Any, api: HubApi) -> None:
     """Mount the actor API on the Faust web server."""
-    from faust.web import View
 
     async def peek(self: Any, request: web.Request) -> web.StreamResponse:
         return await api.peek(request)

@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
+from app.settings import get_settings
 
 __all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
@@ -22,7 +23,6 @@ class TopicSpec:
 
 class KafkaAdmin:
     def __init__(self, bootstrap: str, replication_factor: int | None = None) -> None:
-        from app.settings import get_settings
 
         self.bootstrap = bootstrap
         self.replication_factor = replication_factor or get_settings().kafka_replication_factor

@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
 from app.kafka.admin import true_end_offsets
 
 __all__ = ["install_true_highwaters"]
@@ -23,7 +25,6 @@ _installed: dict[str, bool] = {}
 def install_true_highwaters(bootstrap: str) -> None:
     if _installed.get("done"):
         return
-    from faust.transport.drivers import aiokafka as faust_aiokafka
 
     thread_cls: Any = faust_aiokafka.AIOKafkaConsumerThread
     listed_highwaters = thread_cls._highwaters

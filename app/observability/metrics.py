@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
 __all__ = [
     "CONTENT_TYPE",
     "Counter",
@@ -355,7 +357,6 @@ HTTP_LATENCY = histogram("hubstream_http_request_seconds", "HTTP request handlin
 
 def http_middleware() -> Any:
     """Counts requests and handling time per route template (bounded label values)."""
-    from aiohttp import web
 
     @web.middleware
     async def count_requests(request: Any, handler: Any) -> Any:

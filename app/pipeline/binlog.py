@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import pymysql
+import pymysql.cursors
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     GtidEvent,
@@ -215,8 +217,6 @@ class BinlogSource(Threaded):
 
     # -- plain queries --------------------------------------------------------------
     def _connection(self) -> Any:
-        import pymysql
-        import pymysql.cursors
 
         if self._conn is None:
             self._conn = pymysql.connect(

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from app.pipeline.chain import Branch, NamespaceFilter, Step, Transform, TransformStep
-from app.pipeline.errors import InvalidDefinition
+from app.pipeline.errors import InvalidDefinition, UnknownWriter
 from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = [
@@ -94,7 +94,6 @@ class PipelineDefinition:
         for spec in self.writers:
             if spec.name == name:
                 return spec
-        from app.pipeline.errors import UnknownWriter
 
         raise UnknownWriter(f"pipeline {self.name} has no writer {name!r}")
 

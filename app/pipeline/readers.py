@@ -15,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pymysql
+import pymysql.cursors
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from app.composite.store import MetadataStore
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
 from app.pipeline.source_kit import Threaded, copied_rows, json_value, now_ms
+from app.pipeline.sql import ident
 from app.settings import MysqlTarget, Settings
 
 __all__ = [
@@ -133,8 +138,6 @@ class MysqlSource(Threaded):
         return f"{self.database}.{table}"
 
     def _query(self, sql: str, args: list[Any]) -> list[dict[str, Any]]:
-        import pymysql
-        import pymysql.cursors
 
         if self._conn is None:
             self._conn = pymysql.connect(**self._connect_args, cursorclass=pymysql.cursors.DictCursor)
@@ -162,7 +165,6 @@ class MysqlSource(Threaded):
         return [r["COLUMN_NAME"] for r in rows]
 
     async def _copy(self, spec: dict[str, Any], state: ReaderState) -> AsyncIterator[list[NewEntry]]:
-        from app.pipeline.sql import ident
 
         table, ns = ident(spec["name"]), self.namespace(spec["name"])
         pk = await self._primary_key(spec)
@@ -188,7 +190,6 @@ class MysqlSource(Threaded):
         yield [_command(ns, Mode.COMPLETE, done, {"pk": last, "sync_col": sync_from, "sync_pk": None})]
 
     async def _sync_once(self, spec: dict[str, Any], position: dict[str, Any]) -> list[NewEntry]:
-        from app.pipeline.sql import ident
 
         table, ns, column = ident(spec["name"]), self.namespace(spec["name"]), spec["sync_column"]
         pk = await self._primary_key(spec)
@@ -281,9 +282,6 @@ class CompositeSource(Threaded):
         self._assign_new(positions)
 
     def _assign_new(self, positions: Mapping[str, Any]) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-        from app.composite.store import MetadataStore
 
         store = MetadataStore(self.settings.bootstrap, self.settings.metadata_topic)
         try:
@@ -317,7 +315,6 @@ class CompositeSource(Threaded):
             self._consumer.incremental_assign(new)
 
     def _poll(self) -> list[NewEntry]:
-        from confluent_kafka import KafkaError
 
         out = []
         msg: Any

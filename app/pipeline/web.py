@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+from faust.web import View
 
 from app.pipeline.errors import UnknownPipeline
 from app.pipeline.operator import PipelineOperator, log_range
@@ -101,7 +102,6 @@ class PipelineViews:
 
 def register_views(app: Any, operators: Mapping[str, PipelineOperator], settings: Settings) -> PipelineViews:
     """Mount the API on the Faust web server (Faust passes path parameters as keyword arguments)."""
-    from faust.web import View
 
     views = PipelineViews(operators, settings)
     for n, (method, path, handler) in enumerate(views.routes()):

