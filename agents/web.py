@@ -10,7 +10,7 @@ from aiohttp import web
 
 from app.dashboard.dashboard import DashboardService
 from app.observability import metrics
-from app.observability.scrape import dashboard_samples, shard_samples
+from app.observability.scrape import DashboardCollector
 from app.settings import Settings
 from app.web.openapi import openapi_document
 from app.web.responses import guarded, json_response
@@ -25,8 +25,8 @@ def register(app: faust.App, settings: Settings) -> None:
 
     async def scrape(request: web.Request) -> web.StreamResponse:
         data = {**await dashboard.global_sections(), **dashboard.local_sections()}
-        extra = [*dashboard_samples(data), *shard_samples(data["shards"])]
-        return web.Response(text=metrics.render(extra), headers={"Content-Type": metrics.CONTENT_TYPE})
+        body = metrics.render(DashboardCollector(data))
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def spec(request: web.Request) -> web.StreamResponse:
         return json_response(document)

@@ -1,35 +1,69 @@
-"""Scrape-time Prometheus samples derived from the dashboard's data (lag, depth, progress, throughput)."""
+"""Scrape-time Prometheus families derived from the dashboard's data (lag, depth, progress, throughput)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from app.observability.metrics import Sample
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
-__all__ = ["dashboard_samples", "shard_samples"]
-
-
-def _g(name: str, help_text: str, value: float, **labels: object) -> Sample:
-    return Sample(name, "gauge", help_text, float(value), {k: str(v) for k, v in labels.items()})
+__all__ = ["DashboardCollector"]
 
 
-def _c(name: str, help_text: str, value: float, **labels: object) -> Sample:
-    return Sample(name, "counter", help_text, float(value), {k: str(v) for k, v in labels.items()})
+class DashboardCollector:
+    """A prometheus_client collector made for one scrape: the figures of `data` (the dashboard's global
+    and local sections, `shards` included)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def collect(self) -> Iterator[Metric]:
+        families = _Families()
+        _dashboard(self._data, families)
+        _shards(self._data.get("shards") or [], families)
+        yield from families.by_name.values()
 
 
-def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
-    """Gauges for the global sections, counters for this worker's shard runners."""
+class _Families:
+    """Families by name, filled one sample at a time."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+
+    def gauge(self, name: str, help_text: str, value: float, **labels: object) -> None:
+        self._add(GaugeMetricFamily, name, help_text, value, labels)
+
+    def counter(self, name: str, help_text: str, value: float, **labels: object) -> None:
+        """`name` ends with `_total`, the name of its sample (the family's name drops it)."""
+        self._add(CounterMetricFamily, name, help_text, value, labels)
+
+    def _add(
+        self,
+        make: type[GaugeMetricFamily | CounterMetricFamily],
+        name: str,
+        help_text: str,
+        value: float,
+        labels: dict[str, object],
+    ) -> None:
+        family = self.by_name.get(name)
+        if family is None:
+            family = self.by_name[name] = make(name, help_text, labels=list(labels))
+        family.add_metric([str(v) for v in labels.values()], float(value))
+
+
+def _dashboard(data: dict[str, Any], out: _Families) -> None:
+    """Gauges for the global sections."""
     for topic in data.get("composite_topics") or []:
         for storage in topic["storage_topics"]:
-            yield _g(
+            out.gauge(
                 "hubstream_composite_records",
                 "Records in a storage topic (sum of true end offsets)",
                 storage["records"],
                 topic=topic["name"],
                 storage=storage["name"],
             )
-        yield _g(
+        out.gauge(
             "hubstream_composite_produce_pointer",
             "Index of the storage topic producers write to",
             topic["produce_pointer"],
@@ -39,7 +73,7 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
         name = sub["name"]
         for shard in sub["shards"]:
             for queue in ("mq", "rq"):
-                yield _g(
+                out.gauge(
                     "hubstream_subscription_lag_records",
                     "Unconsumed records per shard and queue",
                     shard[f"{queue}_lag"],
@@ -47,10 +81,10 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
                     shard=shard["shard"],
                     queue=queue,
                 )
-        yield _g(
+        out.gauge(
             "hubstream_subscription_dlq_depth", "Records in the DLQ", sub["dlq_depth"], subscription=name
         )
-        yield _g(
+        out.gauge(
             "hubstream_subscription_blocked_groups",
             "Groups blocked behind a DLQ record",
             len(sub.get("blocked_groups", [])),
@@ -58,7 +92,7 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
         )
     for pipeline in data.get("pipelines") or []:
         for writer in pipeline["writers"]:
-            yield _g(
+            out.gauge(
                 "hubstream_pipeline_writer_lag_records",
                 "Commit-log records a writer has not confirmed",
                 writer["lag"],
@@ -68,14 +102,14 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
     for batch in data.get("batches") or []:
         if batch["kind"] == "exact" and not batch["isComplete"]:
             for state in ("acked", "total"):
-                yield _g(
+                out.gauge(
                     "hubstream_batch_items",
                     "Items of an open exact batch (acked and total)",
                     batch[f"{state}Items"],
                     batch=batch["batchId"],
                     state=state,
                 )
-    yield _g(
+    out.gauge(
         "hubstream_batches_open",
         "Batches not complete",
         sum(1 for b in data.get("batches") or [] if not b["isComplete"]),
@@ -83,7 +117,7 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
     hub = data.get("hub")
     if hub:
         for row in hub["actors"]:
-            yield _g(
+            out.gauge(
                 "hubstream_hub_queue_depth",
                 "Unacknowledged events per actor",
                 row["depth"],
@@ -91,24 +125,26 @@ def dashboard_samples(data: dict[str, Any]) -> Iterator[Sample]:
             )
 
 
-def shard_samples(shards: list[dict[str, Any]]) -> Iterator[Sample]:
+def _shards(shards: list[dict[str, Any]], out: _Families) -> None:
     """This worker's shard runner counters (reset when a runner restarts, as Prometheus expects)."""
     for shard in shards:
         labels = {"subscription": shard["subscription"], "shard": shard["shard"]}
-        yield _c("hubstream_subscription_delivered_total", "Messages delivered", shard["delivered"], **labels)
-        yield _c(
+        out.counter(
+            "hubstream_subscription_delivered_total", "Messages delivered", shard["delivered"], **labels
+        )
+        out.counter(
             "hubstream_subscription_dead_lettered_total",
             "Messages sent to the DLQ",
             shard["dead_lettered"],
             **labels,
         )
-        yield _c(
+        out.counter(
             "hubstream_subscription_failures_total",
             "Delivery failures (each retried via RQ or dead-lettered)",
             shard["failures"],
             **labels,
         )
-        yield _c(
+        out.counter(
             "hubstream_subscription_sidelined_total",
             "Messages sidelined to RQ behind a failed message of their group",
             shard["sidelined"],

@@ -1,4 +1,4 @@
-"""Pure parts of the dashboard: batch selection, shard merge, scrape samples."""
+"""Pure parts of the dashboard: batch selection, shard merge, the families of its scrape."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.dashboard.dashboard import merge_shards
 from app.dashboard.sources import select_batches
-from app.observability.scrape import dashboard_samples, shard_samples
+from app.observability import metrics
+from app.observability.scrape import DashboardCollector
 
 
 def _batch(batch_id: int, complete: bool, updated: int) -> dict[str, Any]:
@@ -63,7 +66,7 @@ def test_merge_shards_attaches_runner_worker_counters_and_blocked_groups() -> No
     assert subs[0]["blocked_groups"] == ["g1", "g2"]
 
 
-def test_samples_carry_the_dashboard_figures() -> None:
+def test_the_scrape_families_carry_the_dashboard_figures() -> None:
     data = {
         "composite_topics": [
             {
@@ -82,12 +85,28 @@ def test_samples_carry_the_dashboard_figures() -> None:
         ],
         "pipelines": [{"name": "p", "writers": [{"name": "w", "lag": 9}]}],
         "batches": [
-            {"kind": "exact", "batchId": "1", "isComplete": False, "ackedItems": 4, "totalItems": 10}
+            {"kind": "exact", "batchId": "1", "isComplete": False, "ackedItems": 4, "totalItems": 10},
+            {"kind": "exact", "batchId": "2", "isComplete": True, "ackedItems": 3, "totalItems": 3},
         ],
         "hub": {"actors": [{"actor": "a", "depth": 6}]},
+        "shards": [
+            {
+                "subscription": "s",
+                "shard": 0,
+                "delivered": 5,
+                "dead_lettered": 1,
+                "failures": 2,
+                "sidelined": 3,
+            }
+        ],
     }
-    samples = {(s.name, tuple(sorted((s.labels or {}).items()))): s.value for s in dashboard_samples(data)}
+    # Rendered alone (an empty registry besides) and read back as Prometheus would.
+    text = metrics.render(DashboardCollector(data), registry=CollectorRegistry()).decode()
+    families = list(text_string_to_metric_families(text))
+    kinds = {f.name: f.type for f in families}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
     assert samples[("hubstream_composite_records", (("storage", "t-1"), ("topic", "t")))] == 2
+    assert samples[("hubstream_composite_produce_pointer", (("topic", "t"),))] == 1
     assert (
         samples[
             ("hubstream_subscription_lag_records", (("queue", "rq"), ("shard", "0"), ("subscription", "s")))
@@ -98,16 +117,24 @@ def test_samples_carry_the_dashboard_figures() -> None:
     assert samples[("hubstream_subscription_blocked_groups", (("subscription", "s"),))] == 1
     assert samples[("hubstream_pipeline_writer_lag_records", (("pipeline", "p"), ("writer", "w")))] == 9
     assert samples[("hubstream_batch_items", (("batch", "1"), ("state", "acked")))] == 4
+    assert not any(name == "hubstream_batch_items" and ("batch", "2") in labels for name, labels in samples)
     assert samples[("hubstream_batches_open", ())] == 1
     assert samples[("hubstream_hub_queue_depth", (("actor", "a"),))] == 6
-    runner = {
-        "subscription": "s",
-        "shard": 0,
-        "delivered": 5,
-        "dead_lettered": 1,
-        "failures": 2,
-        "sidelined": 3,
-    }
-    kinds = {s.name: (s.kind, s.value) for s in shard_samples([runner])}
-    assert kinds["hubstream_subscription_delivered_total"] == ("counter", 5)
-    assert kinds["hubstream_subscription_sidelined_total"] == ("counter", 3)
+    shard = (("shard", "0"), ("subscription", "s"))
+    assert samples[("hubstream_subscription_delivered_total", shard)] == 5
+    assert samples[("hubstream_subscription_dead_lettered_total", shard)] == 1
+    assert samples[("hubstream_subscription_failures_total", shard)] == 2
+    assert samples[("hubstream_subscription_sidelined_total", shard)] == 3
+    assert kinds["hubstream_subscription_lag_records"] == "gauge"
+    assert kinds["hubstream_subscription_delivered"] == "counter"  # the parser drops `_total`
+    assert "# TYPE hubstream_subscription_delivered_total counter\n" in text
+    assert len(kinds) == len(families)  # one family per name: samples of a name are grouped
+
+
+def test_an_empty_dashboard_still_says_how_many_batches_are_open() -> None:
+    text = metrics.render(DashboardCollector({}), registry=CollectorRegistry()).decode()
+    assert text.splitlines() == [
+        "# HELP hubstream_batches_open Batches not complete",
+        "# TYPE hubstream_batches_open gauge",
+        "hubstream_batches_open 0.0",
+    ]
