@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import faust
 from faust.types import TP
 
+from agents.context import WorkerContext
 from app.batch.ack_handler import AckRecord, apply_ack_record
 from app.batch.ack_position import STALLED_AFTER_S
 from app.batch.ack_stream import AckPositions
@@ -14,7 +14,6 @@ from app.batch.service import BatchService
 from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
 from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets
-from app.settings import Settings
 from tables.batches import FaustBatchTable, batch_table, changelog_topic
 
 __all__ = ["register", "seek_on_consumer_thread"]
@@ -33,11 +32,11 @@ async def seek_on_consumer_thread(consumer: Any, tp: TP, offset: int) -> bool:
     return True
 
 
-def register(app: faust.App, settings: Settings) -> None:
+def register(worker: WorkerContext) -> None:
+    app, settings = worker.app, worker.settings
     partitions = settings.table_partitions
     table = batch_table(app, settings)
-    service = BatchService(app, FaustBatchTable(table), settings)
-    app.batch_service = service  # type: ignore[attr-defined]
+    service = worker.batch_service = BatchService(app, FaustBatchTable(table), settings)
     raw: dict[str, Any] = {
         "key_type": bytes,
         "value_type": bytes,

@@ -1,8 +1,8 @@
 """Pipelines in a Faust app: the offsets table, the control agent and the pipeline task.
 
-Not in CAPABILITIES: each pipeline runs in its own process (`hubstream pipeline run FILE`), which
-calls create_app(settings, capabilities=["agents.pipelines"]) with PIPELINE_FILE set and its own
-app id, so every pipeline has its own consumer group, table and changelog.
+Not in a worker: each pipeline runs in its own process (`hubstream pipeline run FILE`), which
+calls build_worker(settings, ["pipelines"]) with PIPELINE_FILE set and its own app id, so every
+pipeline has its own consumer group, table and changelog.
 """
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import faust
-
+from agents.context import WorkerContext
 from app.pipeline.definition import load_definition
 from app.pipeline.operator import PipelineOperator
 from app.pipeline.service import PipelineHost
 from app.pipeline.web import register_views
-from app.settings import Settings
 from tables.pipelines import offsets_table
 
 __all__ = ["register"]
@@ -24,12 +22,12 @@ __all__ = ["register"]
 log = logging.getLogger(__name__)
 
 
-def register(app: faust.App, settings: Settings) -> None:
+def register(worker: WorkerContext) -> None:
+    app, settings = worker.app, worker.settings
     if settings.pipeline_file is None:
         log.info("no PIPELINE_FILE: no pipeline in this worker")
         return
-    host = PipelineHost(settings, load_definition(settings.pipeline_file))
-    app.pipeline_host = host  # type: ignore[attr-defined]  # its exit_code, for `pipeline run`
+    host = worker.pipeline_host = PipelineHost(settings, load_definition(settings.pipeline_file))
     register_views(app, {host.definition.name: PipelineOperator(host)}, settings)
     # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
     # (app.kafka.faust_compat); Faust's recovery consistency check stays on.

@@ -7,10 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
-import faust
-
+from agents.context import WorkerContext
 from app.kafka.admin import KafkaAdmin, TopicSpec
-from app.settings import Settings
 from app.subscription.supervisor import Supervisor
 from app.subscription.views import register_views
 from tables.subscriptions import GroupStateTable
@@ -20,7 +18,8 @@ __all__ = ["register"]
 log = logging.getLogger(__name__)
 
 
-def register(app: faust.App, settings: Settings) -> None:
+def register(worker: WorkerContext) -> None:
+    app, settings = worker.app, worker.settings
     slots_name = f"{settings.app_id}-subscription-slots"
     # Faust declares only its internal topics; without this the broker would auto-create the
     # slot topic with its default partition count.
@@ -40,8 +39,7 @@ def register(app: faust.App, settings: Settings) -> None:
             tp.partition for tp in app.assignor.assigned_actives() if tp.topic == slots_topic.get_topic_name()
         }
 
-    supervisor = Supervisor(settings, table, owned_slots)
-    app.subscriptions = supervisor  # type: ignore[attr-defined]
+    supervisor = worker.subscriptions = Supervisor(settings, table, owned_slots)
 
     @app.agent(slots_topic, name="subscription-slots")
     async def hold_slots(stream: Any) -> None:

@@ -8,19 +8,19 @@ import faust
 import mode
 from aiohttp import web
 
+from agents.context import WorkerContext
 from app.dashboard.dashboard import DashboardService
 from app.observability import metrics
 from app.observability.scrape import DashboardCollector
-from app.settings import Settings
 from app.web.openapi import openapi_document
 from app.web.responses import guarded, json_response
 
 __all__ = ["register"]
 
 
-def register(app: faust.App, settings: Settings) -> None:
-    dashboard = DashboardService(app, settings)
-    app.dashboard = dashboard  # type: ignore[attr-defined]
+def register(worker: WorkerContext) -> None:
+    app = worker.app
+    dashboard = worker.dashboard = DashboardService(app, worker.settings)
     document = openapi_document()
 
     async def scrape(request: web.Request) -> web.StreamResponse:

@@ -39,9 +39,9 @@ PARTITIONS = 4
 RUNNER = """
 import sys
 from app.settings import Settings
-from app.worker.factory import create_app
+from agents import build_worker
 settings = Settings()
-app = create_app(settings, capabilities=("agents.batches",))
+app = build_worker(settings, ["batches"]).app
 sys.argv = [sys.argv[0], "worker", "-l", "warn", "--web-port", str(settings.web_port)]
 app.main()
 """

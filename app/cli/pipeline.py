@@ -106,9 +106,9 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, p
     """Run the pipeline defined in FILE (.yaml/.yml or a .py module defining PIPELINE)."""
     from faust.worker import Worker
 
+    from agents import build_worker
     from app.pipeline.definition import load_definition
     from app.pipeline.service import ensure_topics
-    from app.worker.factory import create_app
 
     base = get_settings()
     definition = load_definition(file)
@@ -130,12 +130,12 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, p
     # so) would put this process on the worker's port.
     os.environ["WEB_PORT"] = str(settings.web_port)
     ensure_topics(settings, topics)
-    app = create_app(settings, capabilities=["agents.pipelines"])
+    worker = build_worker(settings, ["pipelines"])
     # web host/port come from the app's configuration (Worker() takes no web_port argument).
     try:
-        Worker(app, loglevel=loglevel).execute_from_commandline()
+        Worker(worker.app, loglevel=loglevel).execute_from_commandline()
     except SystemExit as done:
-        host = getattr(app, "pipeline_host", None)
+        host = worker.pipeline_host
         if done.code in (0, None) and host is not None and host.exit_code:
             click.echo(
                 f"pipeline {definition.name}: stopped idle with a failed writer (see status)", err=True

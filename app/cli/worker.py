@@ -13,9 +13,8 @@ def worker(loglevel: str) -> None:
     """Run a Faust worker (tables, agents, web server on WEB_HOST:WEB_PORT)."""
     from faust.worker import Worker
 
-    from app.worker.factory import create_app
+    from agents import build_worker
 
-    settings = get_settings()
-    app = create_app(settings)
+    app = build_worker(get_settings()).app
     # The app's config already carries web host/port (create_app); Worker takes no web kwargs.
     Worker(app, loglevel=loglevel).execute_from_commandline()

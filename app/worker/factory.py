@@ -1,11 +1,8 @@
-"""Builds the Faust app: broker, RocksDB table store, web server, and every capability's
-tables, agents and views (each capability exposes `register(app, settings)` in `agents/`).
+"""Builds the Faust app: broker, RocksDB table store, web server and its middlewares. The
+capabilities' tables, agents and views are registered on it by `agents.build_worker`.
 """
 
 from __future__ import annotations
-
-import importlib
-from collections.abc import Callable, Sequence
 
 import faust
 
@@ -16,21 +13,10 @@ from app.settings import Settings
 from app.web.responses import MAX_BODY_BYTES, json_errors
 from app.web.security import admin_middleware, check_bind, install_log_redaction
 
-__all__ = ["CAPABILITIES", "Register", "create_app"]
-
-Register = Callable[[faust.App, Settings], None]
-
-# Modules under agents/ that expose `register(app, settings)`; order is start-up order.
-CAPABILITIES: tuple[str, ...] = (
-    "agents.batches",
-    "agents.hub",
-    "agents.flow",
-    "agents.subscriptions",
-    "agents.web",
-)
+__all__ = ["create_app"]
 
 
-def create_app(settings: Settings, capabilities: Sequence[str] | None = None) -> faust.App:
+def create_app(settings: Settings) -> faust.App:
     check_bind(settings)  # ConfigError: a non-loopback WEB_HOST needs HUBSTREAM_ADMIN_TOKEN
     install_log_redaction(settings)
     crashpoints.arm(settings.crash_at)  # fault injection for crash tests; nothing when unset
@@ -68,7 +54,4 @@ def create_app(settings: Settings, capabilities: Sequence[str] | None = None) ->
         web_tables_enabled=False,
         web_router_enabled=False,
     )
-    for module_name in CAPABILITIES if capabilities is None else capabilities:
-        register: Register = importlib.import_module(module_name).register
-        register(app, settings)
     return app

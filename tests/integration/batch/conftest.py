@@ -1,4 +1,4 @@
-"""Batch workers as subprocesses (the real worker: create_app with CAPABILITIES), one Faust app id
+"""Batch workers as subprocesses (the real worker: agents.build_worker), one Faust app id
 and fresh topics per module, so tests never share a consumer group or a table with anyone."""
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
+from agents import build_worker
 from app.settings import Settings
 from app.web.openapi_pipeline import pipeline_openapi_document
-from app.worker.factory import create_app
 
 from .support import free_port, start, stop, wait
 
@@ -204,7 +204,7 @@ def test_document_matches_the_pipeline_route_table(stack: Settings, tmp_path: Pa
     settings = stack.model_copy(
         update={"home": tmp_path, "app_id": f"routes-{uuid.uuid4().hex[:10]}", "pipeline_file": file}
     )
-    app = create_app(settings, capabilities=["agents.pipelines"])
+    app = build_worker(settings, ["pipelines"]).app
     app.web.init_server()
     served = {
         (route.method.lower(), route.resource.canonical)

@@ -34,7 +34,7 @@ from tests.integration.spark_ingest.test_batch_api import worker, worker_env
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 EVENTS, RECIPIENTS, INVALID = 60_000, 40, 20
-CAPABILITIES = ("agents.batches", "agents.hub", "agents.flow", "agents.subscriptions")
+CAPABILITIES = ("batches", "hub", "flow", "subscriptions")
 WAIT_S = 1200.0
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agents import build_worker
 from app.settings import Settings
 from app.web.openapi import openapi_document
-from app.worker.factory import create_app
 
 
 @pytest.mark.integration
@@ -27,7 +27,7 @@ def test_document_matches_the_worker_route_table(stack: Settings, tmp_path: Path
             "batch_completions_topic": f"openapi-completions-{unique}",
         }
     )
-    app = create_app(settings)
+    app = build_worker(settings).app
     app.web.init_server()
     served = {
         (route.method.lower(), route.resource.canonical)

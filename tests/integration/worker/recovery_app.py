@@ -17,7 +17,7 @@ from app.worker.factory import create_app
 
 suffix = os.environ["RECOVERY_SUFFIX"]
 settings = Settings()
-app = create_app(settings, capabilities=())
+app = create_app(settings)
 source = app.topic(f"recovery-in-{suffix}", partitions=1, key_type=str, value_type=int)
 latest = app.Table(f"recovery-latest-{suffix}", default=int, partitions=1)
 
