@@ -60,11 +60,11 @@ def batches(records: int, partitions: int, keys: int) -> list[list[KafkaMessage]
 
 
 def baseline(all_batches: list[list[KafkaMessage]]) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     seen = 0
     for batch in all_batches:
         seen += sum(1 for m in batch if m.error() is None)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert seen == sum(len(b) for b in all_batches)
     return elapsed
 
@@ -97,7 +97,7 @@ async def library(all_batches: list[list[KafkaMessage]], partitions: int, commit
     consumer = KeyedConsumer(settings, noop)
     wire(consumer, partitions)
     records = sum(len(b) for b in all_batches)
-    start = time.perf_counter()
+    start = time.process_time()
     for i, batch in enumerate(all_batches):
         while consumer._buffered >= settings.buffered:  # the poll thread waits while the buffer is full
             await lane_ended(consumer)
@@ -108,7 +108,7 @@ async def library(all_batches: list[list[KafkaMessage]], partitions: int, commit
     while consumer._buffered:
         await lane_ended(consumer)
     consumer._committed.update(await consumer._to_commit())
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     ends = {(TOPIC, p): 0 for p in range(partitions)}
     for batch in all_batches:
         for m in batch:
