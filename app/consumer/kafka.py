@@ -690,35 +690,43 @@ class KeyedConsumer:
 
     # -- event loop: records ---------------------------------------------------------------------
     def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
-        s = self.settings
+        retry_topic = self.settings.retry_topic
+        owned, trackers = self._owned, self._trackers
         self._admitted += len(msgs)
+        # A fetch hands over runs of one partition: its tracker and storage index are looked up
+        # once per run.
+        at: tuple[str, int] | None = None
+        tracker: OffsetTracker | None = None
+        idx = 0
         for msg in msgs:
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("%s: %s", self.member_id, msg.error())
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            if partition not in self._owned:
+            if partition not in owned:
                 continue  # read before its partition was revoked
-            tp = (topic, partition)
-            tracker = self._trackers.get(tp)
+            if at is None or at[1] != partition or at[0] != topic:
+                at = (topic, partition)
+                tracker = trackers.get(at)
+                idx = self._source.index_of(topic) or 0
+            tp = at
             if tracker is None:
-                tracker = self._trackers[tp] = OffsetTracker(offset, self._resumed.pop(tp, ()))
+                tracker = trackers[tp] = OffsetTracker(offset, self._resumed.pop(tp, ()))
             elif offset < tracker.next_offset:
                 continue  # handed over twice (a fetch repeated around a rebalance): taken already
             if not tracker.read(offset):
                 self.stats.skipped += 1  # finished before a crash (the commit's metadata says)
                 continue
             record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
-            if topic != s.retry_topic:
+            if topic != retry_topic:
                 self._buffered += 1
-                self._admit(self._main_work(record), tp)
+                self._admit(self._main_work(record, idx), tp)
             else:  # counted in the buffer once due: waiting copies must not hold the source back
                 self._retry_wait.setdefault(partition, deque()).append((self._retry_work(record), tp))
                 self._retry_arrived.set()
 
-    def _main_work(self, record: Record) -> Work:
-        idx = self._source.index_of(record.topic) or 0
+    def _main_work(self, record: Record, idx: int) -> Work:
         if self.settings.key_of is record_key:  # the default: no Message built for the key alone
             key = (record.key or b"").decode("utf-8", "replace")
             return Work(record, record.partition, key, storage_idx=idx)
