@@ -135,6 +135,21 @@ class Engine:
             message_id=message_id(topic, partition, offset),
         )
 
+    def fresh(self, work: Work) -> Message | None:
+        """The message of a record no rule holds back and no state follows: a main record (not
+        undecodable) of a key without state, which `decide_main` delivers and `on_delivered`
+        leaves without state. The caller applies the filter and calls the handler itself
+        (`delivered` / `failed`); None: `run` the record."""
+        if work.meta is not None or work.undecodable:
+            return None
+        if self.states.get(work.partition, work.ordering_key) is not None:
+            return None
+        return self.message(work)
+
+    async def failed(self, work: Work, exc: Exception) -> Outcome:
+        """After `fresh`: the filter or handler raised; retry or dead-letter as `run` would."""
+        return await self._failed(work, None, exc)
+
     async def run(self, work: Work) -> Outcome:
         if work.undecodable:
             failure = self._failure(work, "UndecodableMessage", work.undecodable, "undecodable")

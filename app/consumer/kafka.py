@@ -832,7 +832,23 @@ class KeyedConsumer:
             try:
                 if self._throttle is not None:
                     await self._gate()
-                self.stats.count(await self._engine.run(work))
+                engine = self._engine
+                message = engine.fresh(work)
+                if message is None:
+                    self.stats.count(await engine.run(work))
+                    return
+                # A key without state: the handler directly, without the engine's rule checks
+                # and state writes (none would change anything); a failure goes to the engine.
+                keep = self.settings.filter
+                try:
+                    if keep is not None and not keep(message):
+                        self.stats.filtered += 1
+                        return
+                    await self._handler(message)
+                except Exception as exc:  # the handler's (or filter's): retry or DLQ
+                    self.stats.count(await engine.failed(work, exc))
+                    return
+                self.stats.delivered += 1
                 return
             except Exception as exc:  # a retry/DLQ/state write failed: the same record again
                 self.stats.write_failures += 1
