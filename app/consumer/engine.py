@@ -142,9 +142,37 @@ class Engine:
         (`delivered` / `failed`); None: `run` the record."""
         if work.meta is not None or work.undecodable:
             return None
-        if self.states.get(work.partition, work.ordering_key) is not None:
+        rec = work.record
+        return self.fresh_main(
+            work.storage_idx, work.partition, rec.offset, rec.key, work.ordering_key, rec.value, rec.headers
+        )
+
+    def fresh_main(
+        self,
+        storage_idx: int,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        ordering_key: str,
+        value: bytes | None,
+        headers: Headers | None,
+    ) -> Message | None:
+        """`fresh` for a main record given by its fields, before (or without) a Work for it: the
+        message `message` would build, or None when the key has state."""
+        if self.states.get(partition, ordering_key) is not None:
             return None
-        return self.message(work)
+        topic = self.settings.source_topic(storage_idx)
+        return Message(
+            topic,
+            partition,
+            offset,
+            key,
+            ordering_key,
+            value,
+            dict(user_headers(headers)) if headers else {},
+            1,
+            message_id(topic, partition, offset),
+        )
 
     async def failed(self, work: Work, exc: Exception) -> Outcome:
         """After `fresh`: the filter or handler raised; retry or dead-letter as `run` would."""

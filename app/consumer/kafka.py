@@ -66,6 +66,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 TP = tuple[str, int]
 Commit = tuple[int, str]  # offset, metadata (the finished offsets above it)
+Lane = tuple[int, str]  # (lane partition, ordering key)
+# A record in its lane: (the record, its topic partition, its lane, its storage index). The record
+# is a Work, or the fetched message itself (a main record keyed by its record key): its Work is
+# built only when the engine needs one (its key has state, or the handler failed).
+Item = tuple["Work | KafkaMessage", TP, Lane, int]
 
 
 def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:
@@ -282,8 +287,8 @@ class KeyedConsumer:
         self._committed: dict[TP, Commit] = {}
         self._resumed: dict[TP, frozenset[int]] = {}  # finished above the commit, per its metadata
         self._metadata_missing_logged = False
-        self._lanes: KeyLanes[tuple[int, str], tuple[Work, TP]] = KeyLanes()
-        self._ready: deque[tuple[Work, TP]] = deque()  # heads of lanes, for the next free worker
+        self._lanes: KeyLanes[Lane, Item] = KeyLanes()
+        self._ready: deque[Item] = deque()  # heads of lanes, for the next free worker
         self._idle: deque[asyncio.Future[None]] = deque()  # workers waiting for a lane
         self._lane_ended = asyncio.Event()
         self._workers: dict[asyncio.Task[None], tuple[int, str] | None] = {}  # worker -> its lane
@@ -691,6 +696,7 @@ class KeyedConsumer:
     # -- event loop: records ---------------------------------------------------------------------
     def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
         retry_topic = self.settings.retry_topic
+        by_record_key = self.settings.key_of is record_key
         owned, trackers = self._owned, self._trackers
         self._admitted += len(msgs)
         # A fetch hands over runs of one partition: its tracker and storage index are looked up
@@ -718,11 +724,16 @@ class KeyedConsumer:
             if not tracker.read(offset):
                 self.stats.skipped += 1  # finished before a crash (the commit's metadata says)
                 continue
-            record = Record(topic, partition, offset, msg.key(), msg.value(), tuple(msg.headers() or ()))
             if topic != retry_topic:
                 self._buffered += 1
-                self._admit(self._main_work(record, idx), tp)
+                if by_record_key:  # the default: the key alone, no Work until the engine needs one
+                    key = (msg.key() or b"").decode("utf-8", "replace")
+                    self._admit((msg, tp, (partition, key), idx))
+                else:
+                    work = self._main_work(_record(msg), idx)
+                    self._admit((work, tp, work.lane, idx))
             else:  # counted in the buffer once due: waiting copies must not hold the source back
+                record = _record(msg)
                 self._retry_wait.setdefault(partition, deque()).append((self._retry_work(record), tp))
                 self._retry_arrived.set()
 
@@ -757,9 +768,9 @@ class KeyedConsumer:
         key = dict(record.headers).get(KEY_HEADER, b"").decode("utf-8", "replace")
         return Work(record, record.partition, key, meta)
 
-    def _admit(self, work: Work, tp: TP) -> None:
-        if self._lanes.add(work.lane, (work, tp)):
-            self._ready.append((work, tp))
+    def _admit(self, item: Item) -> None:
+        if self._lanes.add(item[2], item):
+            self._ready.append(item)
             while self._idle:
                 waiter = self._idle.popleft()
                 if not waiter.done():
@@ -774,7 +785,8 @@ class KeyedConsumer:
             for p, waiting in self._retry_wait.items():
                 while waiting and (waiting[0][0].meta is None or waiting[0][0].meta.due_ms <= now_ms):
                     self._buffered += 1
-                    self._admit(*waiting.popleft())
+                    work, tp = waiting.popleft()
+                    self._admit((work, tp, work.lane, work.storage_idx))
                 meta = waiting[0][0].meta if waiting else None
                 if meta is not None:
                     self._retry_paused.add(p)
@@ -800,21 +812,20 @@ class KeyedConsumer:
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._idle.append(waiter)
                 await waiter
-            item: tuple[Work, TP] | None = self._ready.popleft()
+            item: Item | None = self._ready.popleft()
             assert item is not None
-            lane = item[0].lane
+            lane = item[2]
             self._workers[me] = lane
             try:
                 while item is not None:
-                    work, tp = item
-                    if work.partition not in self._owned:
+                    if lane[0] not in self._owned:
                         self._buffered -= 1 + self._lanes.drop({lane})
                         break
-                    await self._run_one(work)
+                    await self._run_one(item)
                     self._buffered -= 1
-                    tracker = self._trackers.get(tp)
+                    tracker = self._trackers.get(item[1])
                     if tracker is not None:
-                        tracker.finish(work.record.offset)
+                        tracker.finish(_offset(item[0]))
                     item = self._lanes.done(lane)
             except asyncio.CancelledError:
                 self._buffered -= 1 + self._lanes.drop({lane})
@@ -823,8 +834,10 @@ class KeyedConsumer:
                 self._workers[me] = None
                 self._lane_ended.set()
 
-    async def _run_one(self, work: Work) -> None:
-        share = self._shares[work.partition] if self._shares is not None else None
+    async def _run_one(self, item: Item) -> None:
+        head, tp, lane, idx = item
+        partition = lane[0]
+        share = self._shares[partition] if self._shares is not None else None
         delay = 0.05
         while True:
             if share is not None:
@@ -833,9 +846,16 @@ class KeyedConsumer:
                 if self._throttle is not None:
                     await self._gate()
                 engine = self._engine
-                message = engine.fresh(work)
+                if isinstance(head, Work):
+                    message = engine.fresh(head)
+                else:
+                    message = engine.fresh_main(
+                        idx, partition, head.offset(), head.key(), lane[1], head.value(), head.headers()
+                    )
                 if message is None:
-                    self.stats.count(await engine.run(work))
+                    if not isinstance(head, Work):
+                        head = Work(_record(head), partition, lane[1], storage_idx=idx)
+                    self.stats.count(await engine.run(head))
                     return
                 # A key without state: the handler directly, without the engine's rule checks
                 # and state writes (none would change anything); a failure goes to the engine.
@@ -846,17 +866,19 @@ class KeyedConsumer:
                         return
                     await self._handler(message)
                 except Exception as exc:  # the handler's (or filter's): retry or DLQ
-                    self.stats.count(await engine.failed(work, exc))
+                    if not isinstance(head, Work):
+                        head = Work(_record(head), partition, lane[1], storage_idx=idx)
+                    self.stats.count(await engine.failed(head, exc))
                     return
                 self.stats.delivered += 1
                 return
             except Exception as exc:  # a retry/DLQ/state write failed: the same record again
                 self.stats.write_failures += 1
-                log.warning("%s: %s[%d]@%d: %r; trying again", self.member_id, *_at(work), exc)
+                log.warning("%s: %s[%d]@%d: %r; trying again", self.member_id, *tp, _offset(head), exc)
             finally:
                 if share is not None:
                     share.release()
-            if work.partition not in self._owned:
+            if partition not in self._owned:
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -984,5 +1006,11 @@ def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
     return highs
 
 
-def _at(work: Work) -> tuple[str, int, int]:
-    return work.record.topic, work.record.partition, work.record.offset
+def _record(msg: KafkaMessage) -> Record:
+    return Record(
+        msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(msg.headers() or ())
+    )
+
+
+def _offset(head: Work | KafkaMessage) -> int:
+    return head.record.offset if isinstance(head, Work) else int(head.offset())

@@ -14,11 +14,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import pytest
 from confluent_kafka import Message as KafkaMessage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.consumer import ConsumerSettings, KeyedConsumer, Message, OnDlq, PermanentError, RetryPolicy
+from app.consumer import (
+    ConsumerSettings,
+    KeyedConsumer,
+    KeyOf,
+    Message,
+    OnDlq,
+    PermanentError,
+    RetryPolicy,
+    record_key,
+)
 from app.consumer.engine import Engine, Outcome, Work
 from app.consumer.memory import MemoryQueues, MemoryStateLog
 
@@ -84,6 +94,7 @@ async def drive(
     concurrency: int = 3,
     filtered: frozenset[int] = frozenset(),
     filter_raises: frozenset[int] = frozenset(),
+    key_of: KeyOf = record_key,
 ) -> Outcome_:
     out = Outcome_()
     nth: dict[int, int] = {}
@@ -113,6 +124,7 @@ async def drive(
         concurrency=concurrency,
         retry=RetryPolicy(max_attempts=3, min_backoff_s=0),
         on_dlq=on_dlq,
+        key_of=key_of,
         filter=keep if filtered or filter_raises else None,
     )
     consumer = KeyedConsumer(config, handle)
@@ -184,12 +196,17 @@ async def drive(
     return out
 
 
-def test_a_key_that_fails_mid_stream_keeps_its_order_on_both_paths() -> None:
+@pytest.mark.parametrize(
+    "key_of",
+    [record_key, lambda m: record_key(m)],
+    ids=["record key (no Work until needed)", "a key function (a Work from the start)"],
+)
+def test_a_key_that_fails_mid_stream_keeps_its_order_on_both_paths(key_of: KeyOf) -> None:
     # a: a0 ok, a1 fails once, a2 and a3 wait behind it; b never fails; c dead-letters c1 (block_group)
     records = [("a", 0), ("b", 10), ("a", 1), ("c", 20), ("a", 2), ("b", 11), ("c", 21), ("a", 3), ("c", 22)]
     answers = {(1, 1): RETRY, (21, 1): FATAL}
-    fast = asyncio.run(drive(Counting, records, answers, OnDlq.BLOCK_GROUP))
-    general = asyncio.run(drive(GeneralOnly, records, answers, OnDlq.BLOCK_GROUP))
+    fast = asyncio.run(drive(Counting, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of))
+    general = asyncio.run(drive(GeneralOnly, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of))
     _diff(fast, general)
     assert fast.calls["a"] == [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]
     assert fast.handled == {"a": [0, 1, 2, 3], "b": [10, 11], "c": [20]}
