@@ -204,14 +204,19 @@ class KeyLanes(Generic[K, T]):
     `done` hands out the next item waiting in that lane (or None: the lane is idle again)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[K, deque[T]] = {}
+        # a busy lane: the items waiting behind its running one (None: none, no deque made yet)
+        self._waiting: dict[K, deque[T] | None] = {}
 
     def add(self, key: K, item: T) -> bool:
-        lane = self._waiting.get(key)
-        if lane is None:
-            self._waiting[key] = deque()
+        waiting = self._waiting
+        if key not in waiting:
+            waiting[key] = None
             return True
-        lane.append(item)
+        lane = waiting[key]
+        if lane is None:
+            waiting[key] = deque((item,))
+        else:
+            lane.append(item)
         return False
 
     def done(self, key: K) -> T | None:
@@ -225,7 +230,7 @@ class KeyLanes(Generic[K, T]):
         """Forget these lanes (their partition was revoked); returns the items dropped."""
         dropped = 0
         for key in keys & self._waiting.keys():
-            dropped += len(self._waiting.pop(key))
+            dropped += len(self._waiting.pop(key) or ())
         return dropped
 
     def any_of(self, partitions: set[int]) -> bool:
