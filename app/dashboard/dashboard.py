@@ -4,6 +4,7 @@ GET /api/dashboard        every section; global ones read from Kafka/Cosmos (cac
                           ones (subscription shards, batches) gathered from this worker and its peers
 GET /api/dashboard/local  this worker's local sections only (what peers ask each other)
 GET /dashboard/           the page (app/dashboard/static/dashboard.html), which polls /api/dashboard
+                          and charts the last minutes of what it polled
 
 A section that fails is reported in "errors" with its reason; the others are still served.
 """
