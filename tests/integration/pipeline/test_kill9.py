@@ -43,7 +43,7 @@ def flushed_offset(name: str) -> int:
 def count(conn: pymysql.connections.Connection[Any], table: str) -> int:
     with conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*) FROM `{table}`")
-        return int(cur.fetchone()[0])  # type: ignore[index]
+        return int(cur.fetchone()[0])
 
 
 def test_composite_to_mysql_survives_kill9(

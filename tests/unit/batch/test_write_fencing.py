@@ -36,7 +36,7 @@ async def test_a_write_that_raced_a_rebalance_is_answered_503() -> None:
     view = _method(create, service)  # type: ignore[arg-type]
     answer = await view(None, make_mocked_request("POST", "/api/v1/batch/exact"))
     assert answer.status == 503
-    assert "rebalanced" in orjson.loads(answer.body)["reason"]  # type: ignore[attr-defined]
+    assert "rebalanced" in orjson.loads(answer.body)["reason"]
 
 
 async def test_a_write_without_a_rebalance_and_any_read_are_answered_as_they_are() -> None:
