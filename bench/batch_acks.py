@@ -31,7 +31,7 @@ import orjson
 
 from app.batch.acks import AckProducer
 from app.batch.bitfield import filled
-from app.batch.client import BatchClient
+from app.batch.client import BatchClient, calls
 from app.settings import get_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,8 +109,8 @@ def kafka_acks_per_s(env: dict[str, str], home: Path, items: int, profile: bool)
     client.close_exact(batch_id)
     worker.stop()
     producer = AckProducer(env["KAFKA_BOOTSTRAP"], env["BATCH_ACKS_TOPIC"], PARTITIONS)
-    for start in range(0, items, 1000):
-        producer.send(item_ids[start : start + 1000])
+    for offset in range(0, items, 1000):
+        producer.send(item_ids[offset : offset + 1000])
     assert producer.flush(60) == 0
     worker = Worker(env, home, profile=profile)
     poll = BatchClient(worker.url, timeout_s=120)
@@ -142,7 +142,7 @@ def http_acks_per_s(env: dict[str, str], home: Path, items: int, threads: int) -
         chunks = [item_ids[i : i + 1000] for i in range(0, items, 1000)]
         start = time.perf_counter()
         with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda chunk: client.send_ack_chunk(chunk), chunks))
+            list(pool.map(lambda chunk: client.send(calls.ack(chunk)), chunks))
         elapsed = time.perf_counter() - start
         assert client.get_exact(batch_id)["isComplete"]
         return items / elapsed
@@ -176,8 +176,6 @@ def main() -> None:
         HUBSTREAM_HOME=str(home),
         WEB_PORT=str(free_port()),
     )
-    BatchClient.send_ack_chunk = lambda self, chunk: self.send(_ack_call(chunk))  # type: ignore[attr-defined]
-
     kafka_rate, item_ids = kafka_acks_per_s(env, home, args.items, args.profile)
     http_rate = http_acks_per_s(env, home, args.http_items, args.http_threads)
     base_rate = baseline_acks_per_s(item_ids)
@@ -208,12 +206,6 @@ def main() -> None:
             }
         ).decode()
     )
-
-
-def _ack_call(chunk: list[str]) -> object:
-    from app.batch.client import calls
-
-    return calls.ack(chunk)
 
 
 if __name__ == "__main__":

@@ -172,8 +172,10 @@ def main() -> None:
     carlyle = carlyle_sizes(args.items, rng)
     t2 = time.perf_counter()
 
+    items: int = args.items
+
     def bits(n: float) -> float:
-        return n * 8 / args.items
+        return n * 8 / items
 
     print(
         f"{args.items:,} items, group size {args.group_size} "

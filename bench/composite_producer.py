@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    messages: int = args.messages
     settings = get_settings()
     stack_up(settings)
     store = MetadataStore(settings.bootstrap, settings.metadata_topic)
@@ -44,7 +45,7 @@ def main() -> None:
         for key, payload in zip(keys, payloads, strict=True):
             producer.produce(key, payload)
         producer.flush()
-        return args.messages / (time.perf_counter() - start)
+        return messages / (time.perf_counter() - start)
 
     def run_raw() -> float:
         producer = Producer(producer_config(settings))
@@ -61,7 +62,7 @@ def main() -> None:
                     producer.poll(0.05)
             producer.poll(0)
         producer.flush(60)
-        return args.messages / (time.perf_counter() - start)
+        return messages / (time.perf_counter() - start)
 
     hub_rates, raw_rates = [], []
     for _ in range(args.rounds):  # interleaved so both see the same broker state

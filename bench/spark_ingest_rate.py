@@ -73,7 +73,7 @@ def baseline(path: Path, topic: str, partitions: int, k: int) -> tuple[int, floa
                     value,
                     key.encode(),
                     partition=partition,
-                    on_delivery=lambda err, _m: err and failures.append(str(err)),
+                    on_delivery=lambda err, _m: failures.append(str(err)) if err else None,
                 )
                 break
             except BufferError:

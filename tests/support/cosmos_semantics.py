@@ -49,7 +49,7 @@ async def _loaded() -> None:
     return None
 
 
-class CosmosSemantics(AioHttpTransport):  # type: ignore[misc]
+class CosmosSemantics(AioHttpTransport):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.faults: list[_Fault] = []

@@ -126,7 +126,9 @@ def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        events, eof, deadline = [], set(), time.monotonic() + timeout_s
+        events: list[dict[str, Any]] = []
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout_s
         while len(eof) < PARTITIONS and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is None:

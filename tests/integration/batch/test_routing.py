@@ -27,7 +27,8 @@ def dead_letters(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[st
     try:
         partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        out, eof = [], set()
+        out: list[tuple[bytes | None, dict[str, bytes]]] = []
+        eof: set[int] = set()
         while len(eof) < len(partitions):
             msg = consumer.poll(5)
             if msg is None:

@@ -67,7 +67,7 @@ class CountingEvolve:
 async def test_seed_worked_example_reaches_state5_every_way(cosmos: CosmosStore, unique: str) -> None:
     store = await store_on(cosmos, unique)
     stream = f"Fav-{unique}"
-    events = [
+    events: list[fav.Event] = [
         fav.Added(fav.Item(1, "a", NOW)),
         fav.Added(fav.Item(2, "b", NOW)),
         fav.Removed(1),

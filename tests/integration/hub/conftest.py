@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest_asyncio
 
@@ -61,5 +62,5 @@ async def drawers(
     return sorted((drawer_from_doc(d) for d in docs), key=lambda d: d.ordinal)
 
 
-def ids(items: Sequence[object]) -> list[str]:
+def ids(items: Sequence[Any]) -> list[str]:
     return [getattr(i, "event", i).id for i in items]

@@ -16,6 +16,8 @@ from app.hub.web import HubApi
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids
 
+Client = TestClient[web.Request, web.Application]
+
 
 def token(settings: Settings, actor: str, ttl_s: int = 60, secret: str | None = None) -> dict[str, str]:
     now = int(time.time())
@@ -25,7 +27,7 @@ def token(settings: Settings, actor: str, ttl_s: int = 60, secret: str | None = 
 
 
 @pytest_asyncio.fixture
-async def client(hub: MessageHub, stack: Settings) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+async def client(hub: MessageHub, stack: Settings) -> AsyncIterator[Client]:
     async def provide() -> MessageHub:
         return hub
 
@@ -35,7 +37,7 @@ async def client(hub: MessageHub, stack: Settings) -> AsyncIterator[TestClient[w
         yield test_client
 
 
-async def test_missing_invalid_or_expired_token_is_401(client: TestClient, stack: Settings) -> None:  # type: ignore[type-arg]
+async def test_missing_invalid_or_expired_token_is_401(client: Client, stack: Settings) -> None:
     assert (await client.get("/api/peek")).status == 401
     forged = token(stack, "a1", secret="not-the-secret-but-long-enough-for-hs256")
     assert (await client.get("/api/peek", headers=forged)).status == 401
@@ -45,9 +47,7 @@ async def test_missing_invalid_or_expired_token_is_401(client: TestClient, stack
     assert (await client.delete("/api/dequeue?bundleId=" + str(uuid.uuid4()))).status == 401
 
 
-async def test_peek_dequeue_over_http(
-    client: TestClient, hub: MessageHub, stack: Settings, unique: str
-) -> None:  # type: ignore[type-arg]
+async def test_peek_dequeue_over_http(client: Client, hub: MessageHub, stack: Settings, unique: str) -> None:
     actor, other = f"http-{unique}", f"other-{unique}"
     auth = token(stack, actor)
     assert (await client.get("/api/peek", headers=auth)).status == 204
@@ -72,7 +72,7 @@ async def test_peek_dequeue_over_http(
     assert [e["id"] for e in rest["events"]] == ids(saved[3:])
 
 
-async def test_bad_input_is_400(client: TestClient, stack: Settings) -> None:  # type: ignore[type-arg]
+async def test_bad_input_is_400(client: Client, stack: Settings) -> None:
     auth = token(stack, "a1")
     assert (await client.get("/api/peek/weather", headers=auth)).status == 400
     assert (await client.get("/api/peek?bundleId=not-a-guid", headers=auth)).status == 400

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from app.cosmos import CosmosStore
+from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.settings import Settings
 from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids, open_hub
@@ -14,7 +15,7 @@ MB = 1024 * 1024
 HEAVY = 20 * MB  # two per bundle
 
 
-def mixed(actor: str, n: int, seed: int) -> list:
+def mixed(actor: str, n: int, seed: int) -> list[DataAvailable]:
     """Interleaved domains and message types, some events that travel alone, weights that close
     bundles: every way a bundle ends."""
     rng = random.Random(seed)

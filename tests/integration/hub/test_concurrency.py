@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from app.hub import MessageHub
+from app.hub.cosmos_io import HubContainers
 from tests.integration.hub.conftest import events, ids
 
 MB = 1024 * 1024
@@ -67,7 +68,7 @@ async def test_a_peek_during_a_slow_bulk_save_never_sees_part_of_it(hub: Message
     actor = f"fence-{unique}"
     visible = events(actor, 3)
     await hub.save(visible)
-    io = hub.repository.io
+    io = cast(HubContainers, hub.repository.io)  # the Cosmos store, with its event containers
     real_bulk = io.bulk_create
     written = asyncio.Event()
     finish = asyncio.Event()

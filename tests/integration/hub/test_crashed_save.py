@@ -13,6 +13,7 @@ from app.crashpoints import InjectedFault, armed
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.hub.errors import SaveInProgress
+from app.hub.model import StoredEvent
 from app.settings import Settings
 from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
 
@@ -61,7 +62,7 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
     assert (retried.saved, retried.duplicates) == (7, 0)  # the voided entries count as absent
     again = await hub.save(batch)
     assert (again.saved, again.duplicates) == (0, 7)
-    delivered = []
+    delivered: list[StoredEvent] = []
     while (bundle := await hub.peek(actor)) is not None:
         delivered.extend(bundle.events)
         await hub.dequeue(actor, bundle.bundle_id)
@@ -80,7 +81,7 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
     actor = f"early-crash-{unique}"
     batch = events(actor, 7)
 
-    async def die(*_: object) -> bool:
+    async def die(*_: object, **__: object) -> bool:
         raise Crash("killed after the ledger claim, before the index")
 
     real_write_index = hub.repository._write_index
@@ -99,7 +100,7 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
 
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
     assert await hub.depth(actor) == {"timeseries": 7}  # the expired claim is voided by this read
-    delivered = []
+    delivered: list[StoredEvent] = []
     while (bundle := await hub.peek(actor)) is not None:
         delivered.extend(bundle.events)
         await hub.dequeue(actor, bundle.bundle_id)
@@ -129,7 +130,7 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
     assert (await hub.save(later)).saved == 3  # voids the dead claim, placed behind its run
 
     await hub.dequeue(actor, bundle.bundle_id)
-    delivered = []
+    delivered: list[StoredEvent] = []
     while (bundle := await hub.peek(actor)) is not None:
         delivered.extend(bundle.events)
         await hub.dequeue(actor, bundle.bundle_id)
@@ -177,7 +178,7 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     [dead] = ledger.claims
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
     assert (await hub.save(batch)).saved == 6
-    delivered = []
+    delivered: list[StoredEvent] = []
     while (bundle := await hub.peek(actor)) is not None:
         delivered.extend(bundle.events)
         await hub.dequeue(actor, bundle.bundle_id)
@@ -199,7 +200,7 @@ async def test_a_dequeue_failed_at_any_write_and_retried_shows_each_event_once(
     actor = f"ackfail-{unique}"
     batch = events(actor, 8, bundleable=False)  # one event a bundle: drawers are acknowledged in parts
     assert (await hub.save(batch)).saved == 8
-    delivered = []
+    delivered: list[StoredEvent] = []
     with armed(point, nth=nth, action="raise") as trigger:
         while (bundle := await hub.peek(actor)) is not None:
             delivered.extend(bundle.events)

@@ -5,14 +5,23 @@ versions cost refused writes (412) and reads, never a lost or reordered event.""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 
 from app.cosmos import CosmosStore
 from app.hub import MessageHub
 from app.hub.documents import ledger_from_doc
+from app.hub.ports import HubStore
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids, open_hub
+
+
+async def read_doc(io: HubStore[Any], actor: str) -> dict[str, Any]:
+    """The actor's ledger document (there is one once it saved)."""
+    doc = await io.read(io.ledgers, actor, actor)
+    assert doc is not None
+    return doc
 
 
 @pytest_asyncio.fixture
@@ -34,10 +43,10 @@ async def test_saves_in_turn_from_two_workers_keep_every_event_in_order(
         "the first worker's known ledger went stale when the other saved: its next write is refused"
     )
     io = other_worker.repository.io
-    voids = ledger_from_doc(await io.read(io.ledgers, actor, actor)).voids
+    voids = ledger_from_doc(await read_doc(io, actor)).voids
     again = await other_worker.save(batches[2])  # a redelivery to the worker that did not save it
     assert (again.saved, again.duplicates) == (0, 3)
-    assert ledger_from_doc(await io.read(io.ledgers, actor, actor)).voids == voids, (
+    assert ledger_from_doc(await read_doc(io, actor)).voids == voids, (
         "a redelivery claims nothing, so it leaves no void range in the ledger (which keeps them all)"
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
@@ -191,8 +192,8 @@ async def test_a_slow_peek_overtaken_by_a_peek_and_dequeue_shows_nothing_twice(
     real_next = hub.repository.next_unacknowledged
     overtaken: list[object] = []
 
-    async def slow_next(*args: object, **kwargs: object) -> object:
-        candidate = await real_next(*args, **kwargs)  # type: ignore[arg-type]
+    async def slow_next(*args: Any, **kwargs: Any) -> Any:  # stands in for next_unacknowledged
+        candidate = await real_next(*args, **kwargs)
         if not overtaken:  # the first time only: another peek and dequeue get in between
             overtaken.append(candidate)
             hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
@@ -216,8 +217,8 @@ async def test_a_supplied_bundle_id_that_loses_the_peek_race_is_a_conflict(
     real_next = hub.repository.next_unacknowledged
     winner: list[str] = []
 
-    async def racing_next(*args: object, **kwargs: object) -> object:
-        candidate = await real_next(*args, **kwargs)  # type: ignore[arg-type]
+    async def racing_next(*args: Any, **kwargs: Any) -> Any:  # stands in for next_unacknowledged
+        candidate = await real_next(*args, **kwargs)
         if not winner:
             hub.repository.next_unacknowledged = real_next  # type: ignore[method-assign]
             other = await hub.peek(actor)  # a concurrent peek without an id records its bundle

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pymysql
 import pytest
@@ -11,7 +12,7 @@ from app.settings import Settings
 
 
 @pytest.fixture
-def mysql(stack: Settings) -> Iterator[pymysql.connections.Connection]:  # type: ignore[type-arg]
+def mysql(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
     conn = pymysql.connect(**stack.mysql.connect_args(autocommit=True))
     yield conn
     conn.close()

@@ -35,7 +35,7 @@ LATE_ARGS: dict[str, Any] = {}  # the source server, for a second connection
 
 
 @pytest.fixture
-def source(stack: Settings) -> Iterator[pymysql.connections.Connection]:  # type: ignore[type-arg]
+def source(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
     conn = pymysql.connect(**stack.binlog_mysql.connect_args(autocommit=True))
     yield conn
     conn.close()
@@ -46,7 +46,7 @@ def _row(name: str, qty: Any, price: Any, at: Any) -> Row:
     return (str(name), int(qty), str(price), at_text)
 
 
-def table_rows(conn: pymysql.connections.Connection, table: str) -> dict[int, Row]:  # type: ignore[type-arg]
+def table_rows(conn: pymysql.connections.Connection[Any], table: str) -> dict[int, Row]:
     with conn.cursor() as cur:
         cur.execute(f"SELECT id, name, qty, price, at FROM {table}")
         return {int(r[0]): _row(*r[1:]) for r in cur.fetchall()}
@@ -75,7 +75,7 @@ def flushed_offset(name: str) -> int:
     return min((int(w["offset"]) for w in writers.values()), default=-1)
 
 
-def changes(conn: pymysql.connections.Connection, table: str, round_: int) -> None:  # type: ignore[type-arg]
+def changes(conn: pymysql.connections.Connection[Any], table: str, round_: int) -> None:
     """Inserts, updates, deletes, and a transaction that commits after a later one."""
     at = dt.datetime(2026, 1, 1, 12, 0, 0, 123000) + dt.timedelta(days=round_)
     with conn.cursor() as cur:
@@ -109,9 +109,9 @@ def changes(conn: pymysql.connections.Connection, table: str, round_: int) -> No
 
 def test_binlog_capture_to_mysql_and_file_survives_kill9(
     stack: Settings,
-    source,
-    mysql,
-    unique: str,  # type: ignore[no-untyped-def]
+    source: pymysql.connections.Connection[Any],
+    mysql: pymysql.connections.Connection[Any],
+    unique: str,
     tmp_path: Path,
 ) -> None:
     name, table = f"cdc-{unique}", f"cdc_{unique}"

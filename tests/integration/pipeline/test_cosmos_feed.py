@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 FIELDS = ("pk", "last", "used", "ack")
 
 
-def rows(conn: pymysql.connections.Connection, table: str) -> dict[str, tuple[Any, ...]]:  # type: ignore[type-arg]
+def rows(conn: pymysql.connections.Connection[Any], table: str) -> dict[str, tuple[Any, ...]]:
     with conn.cursor() as cur:
         cur.execute(f"SELECT id, pk, last, used, ack FROM `{table}`")
         return {r[0]: tuple(r[1:]) for r in cur.fetchall()}
@@ -60,8 +60,8 @@ async def until(predicate: Any, timeout_s: float, what: str) -> None:
 async def test_hub_drawers_mirrored_to_mysql_through_the_change_feed(
     stack: Settings,
     cosmos: CosmosStore,
-    mysql,
-    unique: str,  # type: ignore[no-untyped-def]
+    mysql: pymysql.connections.Connection[Any],
+    unique: str,
     tmp_path: Path,
 ) -> None:
     name, table = f"feed-{unique}", f"feed_{unique}"

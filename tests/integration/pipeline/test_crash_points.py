@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pymysql
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -56,7 +58,7 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
     stack: Settings,
     metadata: MetadataStore,
     cosmos: CosmosStore,
-    mysql,  # type: ignore[no-untyped-def]
+    mysql: pymysql.connections.Connection[Any],
     unique: str,
     tmp_path: Path,
     crash_at: str,

@@ -10,8 +10,10 @@ import os
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pymysql
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -78,7 +80,7 @@ def read_topic(settings: Settings, topic: str) -> list[tuple[bytes | None, bytes
 @pytest.mark.parametrize("crash", [False, True], ids=["clean", "killed-at-dlq"])
 def test_failing_rows_go_to_the_dead_letter_topic_and_the_rest_to_mysql(
     stack: Settings,
-    mysql,  # type: ignore[no-untyped-def]
+    mysql: pymysql.connections.Connection[Any],
     unique: str,
     tmp_path: Path,
     crash: bool,

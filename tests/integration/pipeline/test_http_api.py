@@ -9,10 +9,11 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from agents import build_worker
 from app.settings import Settings
@@ -208,7 +209,7 @@ def test_document_matches_the_pipeline_route_table(stack: Settings, tmp_path: Pa
     app.web.init_server()
     served = {
         (route.method.lower(), route.resource.canonical)
-        for route in app.web.web_app.router.routes()
+        for route in cast(AiohttpWeb, app.web).web_app.router.routes()
         if route.method != "HEAD" and route.resource is not None
     }
     documented = {

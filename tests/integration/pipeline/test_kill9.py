@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pymysql
@@ -39,17 +40,17 @@ def flushed_offset(name: str) -> int:
     return max((int(w["offset"]) for w in writers.values()), default=-1)
 
 
-def count(conn: pymysql.connections.Connection, table: str) -> int:  # type: ignore[type-arg]
+def count(conn: pymysql.connections.Connection[Any], table: str) -> int:
     with conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*) FROM `{table}`")
-        return int(cur.fetchone()[0])  # type: ignore[index]
+        return int(cur.fetchone()[0])
 
 
 def test_composite_to_mysql_survives_kill9(
     stack: Settings,
     metadata: MetadataStore,
-    mysql,
-    unique: str,  # type: ignore[no-untyped-def]
+    mysql: pymysql.connections.Connection[Any],
+    unique: str,
     tmp_path: Path,
 ) -> None:
     name, topic, table, n = f"k9mysql-{unique}", f"plsrc-{unique}", f"pl_da_{unique}", 2000
@@ -113,8 +114,8 @@ def test_composite_to_mysql_survives_kill9(
 async def test_mysql_to_cosmos_survives_kill9(
     stack: Settings,
     cosmos: CosmosStore,
-    mysql,
-    unique: str,  # type: ignore[no-untyped-def]
+    mysql: pymysql.connections.Connection[Any],
+    unique: str,
     tmp_path: Path,
 ) -> None:
     name, table, container, n = f"k9cosmos-{unique}", f"pl_src_{unique}", f"pl-{unique}", 1200

@@ -20,7 +20,7 @@ from app.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-Conn = pymysql.connections.Connection  # type: ignore[type-arg]
+Conn = pymysql.connections.Connection
 # Every character MySQL escaping cares about, the sink's internal separator, and non-ASCII text.
 AWKWARD = ["it's", 'say "hi"', "back\\slash", "nul\0byte", "line\nbreak\r", "ctrl\x1az", "sep\x01", "é😀", ""]
 

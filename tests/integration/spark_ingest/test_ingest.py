@@ -38,8 +38,9 @@ def _ingest(
 
 def _expected(
     spec: SampleSpec, files: list[Path], root: Path
-) -> tuple[dict[str, DataAvailable], list[tuple[str, int, str]]]:
-    """What the job should produce, computed here from the generated rows: valid events by id, and rejects."""
+) -> tuple[dict[str, DataAvailable], list[tuple[str, int, str]], dict[str, tuple[str, int]]]:
+    """What the job should produce, computed here from the generated rows: valid events by id, rejects,
+    and each valid event's (file, row)."""
     valid: dict[str, DataAvailable] = {}
     rejects: list[tuple[str, int, str]] = []
     positions: dict[str, tuple[str, int]] = {}

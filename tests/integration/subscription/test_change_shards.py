@@ -20,11 +20,11 @@ from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointUnavailable
+from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import (
-    MemoryStates,
     last_delivery_order,
     running_shards,
     wait_until,

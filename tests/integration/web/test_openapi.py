@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import cast
 
 import pytest
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from agents import build_worker
 from app.settings import Settings
@@ -31,7 +33,7 @@ def test_document_matches_the_worker_route_table(stack: Settings, tmp_path: Path
     app.web.init_server()
     served = {
         (route.method.lower(), route.resource.canonical)
-        for route in app.web.web_app.router.routes()
+        for route in cast(AiohttpWeb, app.web).web_app.router.routes()
         if route.method != "HEAD" and route.resource is not None
     }
     documented = {

@@ -18,7 +18,7 @@ from app.worker.factory import create_app
 suffix = os.environ["RECOVERY_SUFFIX"]
 settings = Settings()
 app = create_app(settings)
-source = app.topic(f"recovery-in-{suffix}", partitions=1, key_type=str, value_type=int)
+source = app.topic(f"recovery-in-{suffix}", partitions=1, key_type=str, value_type=int)  # type: ignore[arg-type]
 latest = app.Table(f"recovery-latest-{suffix}", default=int, partitions=1)
 
 
@@ -31,7 +31,7 @@ if not os.environ.get("RECOVERY_READ_ONLY"):
             latest[key] = value
 
 
-@app.page("/latest/")
+@app.page("/latest/")  # type: ignore[arg-type]  # faust's aiohttp driver serves aiohttp responses
 async def show(_view: faust.web.View, _request: faust.web.Request) -> web.Response:
     return json_response(dict(latest.items()))
 

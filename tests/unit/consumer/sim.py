@@ -119,10 +119,10 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
     states = _States(world)
     engine = Engine(settings(on_dlq), handle, states, _Queues(world), clock=lambda: 0.0)
     if adopt:  # as the adapter does when it takes the partition: retry from its commit, DLQ from its mark
-        retry = [copy_at("rq", o, h.items()) for o, (_, h) in enumerate(world.retry_log)][
+        retry = [copy_at("rq", o, list(h.items())) for o, (_, h) in enumerate(world.retry_log)][
             world.committed_retry :
         ]
-        dlq = [copy_at("dlq", o, h.items()) for o, (_, h) in enumerate(world.dlq_log)][world.dlq_from :]
+        dlq = [copy_at("dlq", o, list(h.items())) for o, (_, h) in enumerate(world.dlq_log)][world.dlq_from :]
         await adopt_copies(states, 0, [c for c in retry + dlq if c is not None])
     world.mark = DlqMark(len(world.dlq_log))
     committed = {"main": world.committed_main, "retry": world.committed_retry}

@@ -70,10 +70,10 @@ def test_each_next_owner_handles_every_unfinished_record_and_no_recorded_one(
             finished.add(offset)
         committed, metadata = tracker.committable, tracker.progress(max_chars)  # then it crashes
     last = OffsetTracker(committed, decode_finished(committed, metadata))
-    handed = {o for o in range(committed, n) if last.read(o)}
+    served = {o for o in range(committed, n) if last.read(o)}
     unfinished = set(range(n)) - finished
-    assert unfinished <= handed, f"unfinished records {sorted(unfinished - handed)} were not handed out"
-    assert not handed & decode_finished(committed, metadata)
+    assert unfinished <= served, f"unfinished records {sorted(unfinished - served)} were not handed out"
+    assert not served & decode_finished(committed, metadata)
     assert all(o >= committed for o in unfinished)
 
 

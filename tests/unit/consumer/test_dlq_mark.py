@@ -68,7 +68,7 @@ async def test_an_orphan_below_a_recorded_copy_of_another_key_is_adopted_from_th
 
     survived = MemoryStateLog()
     survived.states = dict(states.states)
-    dlq = [copy_at("dlq", o, h.items()) for o, (_, h) in enumerate(queues.dlq[0])]
+    dlq = [copy_at("dlq", o, list(h.items())) for o, (_, h) in enumerate(queues.dlq[0])]
     from_states = 1 + max(s.dlq.p.internal_topic_offset for s in survived.states.values() if s.dlq.p)
     assert from_states == 2  # reading from there would leave a's copy at 0 an orphan
     assert await adopt_copies(survived, 0, [c for c in dlq[mark.mark :] if c is not None]) == 1

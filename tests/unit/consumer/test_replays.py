@@ -12,6 +12,12 @@ from app.subscription.records import InternalMeta, decode_internal
 from app.subscription.state import MessageState, on_unsidelined
 
 
+def failure_reason(headers: dict[str, bytes]) -> str:
+    failure = decode_internal(list(headers.items())).failure
+    assert failure is not None
+    return failure.reason
+
+
 @pytest.mark.parametrize("error", [RetriableError("later"), PermanentError("never"), ValueError("bug")])
 async def test_a_failing_replay_goes_back_to_dlq_once(error: Exception) -> None:
     calls: list[int] = []
@@ -31,9 +37,9 @@ async def test_a_failing_replay_goes_back_to_dlq_once(error: Exception) -> None:
     main = Work(Record("t", 0, 0, b"k", b"v"), 0, "k")
     assert await engine.run(main) is Outcome.DEAD_LETTERED
     # The replay tool's effect: the DLQ copy written to the retry topic (offset 0), the state told so.
-    state = on_unsidelined(
-        states.get(0, "k"), MessageState.at((0, 0), (0, 0)), [MessageState.at((0, 0), (0, 0))]
-    )
+    dead = states.get(0, "k")
+    assert dead is not None
+    state = on_unsidelined(dead, MessageState.at((0, 0), (0, 0)), [MessageState.at((0, 0), (0, 0))])
     await states.put(0, "k", state)
     replay = Work(
         Record("c-retry", 0, 0, b"k", b"v"), 0, "k", InternalMeta((0, 0), 0, "t-0-0", 0, 0, replay=True)
@@ -42,7 +48,7 @@ async def test_a_failing_replay_goes_back_to_dlq_once(error: Exception) -> None:
     assert calls == [0, 0]
     assert not queues.retry.get(0)
     (_, first), (_, again) = queues.dlq[0]
-    assert [decode_internal(list(h.items())).failure.reason for h in (first, again)] == [
+    assert [failure_reason(h) for h in (first, again)] == [
         "failed",
         "replay-failed",
     ]

@@ -90,7 +90,7 @@ async def test_seed_worked_example_every_way_to_state5_agrees() -> None:
     The seed numbers an unfold by its last event; here an unfold's `i` is the version it was
     taken at (state4 = after events 0..3 = version 4, state5 = version 5).
     """
-    e = [
+    e: list[fav.Event] = [
         fav.Added(fav.Item(1, "a", NOW)),
         fav.Added(fav.Item(2, "b", NOW)),
         fav.Removed(1),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -48,11 +48,12 @@ def test_the_ledger_keeps_its_container_count() -> None:
 
 
 def test_fewer_containers_than_a_ledger_needs_is_a_clear_configuration_error() -> None:
-    containers = cast(list[Any], ["events", "events-1"])
-    io = HubContainers(containers, *cast(list[Any], [None] * 4))
+    containers: list[Any] = ["events", "events-1"]  # names stand in for the ContainerProxy objects
+    others: list[Any] = [None] * 4
+    io = HubContainers(containers, *others)
     cabinet = CabinetKey("r", "d", "mt")
     ledger = io.new_ledger("r")
     assert ledger.containers == 2
-    assert {io.events(ledger, cabinet, 0), io.events(ledger, cabinet, 1)} == {"events", "events-1"}
+    assert {io.events(ledger, cabinet, 0), io.events(ledger, cabinet, 1)} == set(containers)
     with pytest.raises(ConfigError, match="HUB_EVENT_CONTAINERS must never shrink"):
         io.events(Ledger("r", containers=5), cabinet, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,7 +27,7 @@ def event(message_type: str = "mt", recipient: str = "actor", weight: int = 1024
     return DataAvailable(str(uuid.uuid4()), recipient, "timeseries", message_type, weight)
 
 
-def drawer_ids() -> object:
+def drawer_ids() -> Callable[[], str]:
     counter = itertools.count()
     return lambda: f"d{next(counter)}"
 

@@ -8,6 +8,7 @@ import inspect
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 
 from app.kafka import faust_compat
 
@@ -20,7 +21,7 @@ def test_the_replaced_method_is_still_an_async_lookup_of_partitions() -> None:
 
 async def test_the_true_end_wins_over_an_under_reported_highwater(monkeypatch: Any) -> None:
     thread_cls: Any = faust_aiokafka.AIOKafkaConsumerThread
-    tp = faust_aiokafka.TP("t", 0)
+    tp = TP("t", 0)
 
     async def listed(self: Any, partitions: list[Any]) -> dict[Any, int]:
         return {tp: 11}  # the embedded broker: the base offset of the last batch + 1

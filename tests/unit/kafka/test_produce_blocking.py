@@ -33,25 +33,25 @@ class FakeProducer:
 
 def test_a_full_queue_is_served_until_the_record_fits() -> None:
     producer = FakeProducer(full_for=3)
-    produce_blocking(producer, "t", b"v", b"k", partition=2)  # type: ignore[arg-type]
+    produce_blocking(producer, "t", b"v", b"k", partition=2)
     assert producer.polls == 3
     assert producer.produced == [("t", b"v", b"k", {"partition": 2})]
 
 
 def test_options_not_given_are_left_to_the_producer() -> None:
     producer = FakeProducer()
-    produce_blocking(producer, "t", None)  # type: ignore[arg-type]
+    produce_blocking(producer, "t", None)
     assert producer.produced == [("t", None, None, {})]
 
 
 def test_a_record_too_large_is_refused_for_good() -> None:
     producer = FakeProducer(refuse=KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)))
     with pytest.raises(RecordRefused, match=r"t\[1\]"):
-        produce_blocking(producer, "t", b"v", partition=1)  # type: ignore[arg-type]
+        produce_blocking(producer, "t", b"v", partition=1)
 
 
 def test_another_refusal_is_a_produce_failure_that_may_pass() -> None:
     producer = FakeProducer(refuse=KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION)))
     with pytest.raises(ProduceFailed) as raised:
-        produce_blocking(producer, "t", b"v", partition=9)  # type: ignore[arg-type]
+        produce_blocking(producer, "t", b"v", partition=9)
     assert not isinstance(raised.value, RecordRefused)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
@@ -73,12 +74,12 @@ class Batch:
 
     # -- running one operation, with a kill after any of its changelog records ------------------
 
-    def _run(self, w: World, operation: object) -> Iterator[tuple[int | None, object, World]]:
+    def _run(self, w: World, operation: Callable[..., Any]) -> Iterator[tuple[int | None, Any, World]]:
         """(kill point or None, result, table after): the whole operation, then each torn prefix."""
         store = ChangelogStore()
         store.data = dict(w.table)
         with atomically(store) as writes:
-            result = operation(writes)  # type: ignore[operator]
+            result = operation(writes)
         yield None, result, replace(w, table=frozenset(store.data.items()))
         if w.crashes < self.bound.crashes:
             for written in range(len(store.log)):
@@ -121,14 +122,14 @@ class Batch:
                     yield f"ack{item}:killed@{kill}", after
                     continue
                 rest = w.acks_left[:position] + w.acks_left[position + 1 :]
-                due = after.due or bool(outcome.completions)  # type: ignore[attr-defined]
+                due = after.due or bool(outcome.completions)
                 yield f"ack{item}", replace(after, acks_left=rest, due=due)
         if not w.closed_answered:
             for kill, result, after in self._run(w, lambda s: self.rules.close(s, BATCH_ID, NOW_MS)):
                 if kill is not None:
                     yield f"close:killed@{kill}", after
                     continue
-                _, completion = result  # type: ignore[misc]
+                _, completion = result
                 yield "close", replace(after, closed_answered=True, due=after.due or completion is not None)
         if w.due:
             sent = replace(w, sent=w.sent + 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -223,7 +223,7 @@ async def test_all_dead_letters_what_the_sink_cannot_convert(sink_type: type[Any
     await run.stop()
 
     unconvertible = [i for i in range(ENTRIES) if i % 7 == 5]
-    written = sink.written if isinstance(sink, PreparingSink) else sink.received
+    written = sink.written if isinstance(sink, PreparingSink) else cast(EncodingSink, sink).received
     assert written == [i for i in range(ENTRIES) if i != 8 and i not in unconvertible]
     assert offsets(dlq) == sorted([8, *unconvertible])
     stages = {int(c["hs-log-offset"]): c for c in map(dead_letter_context, (d.headers for d in dlq.letters))}

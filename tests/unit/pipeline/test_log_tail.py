@@ -25,15 +25,15 @@ def entries(first: int, count: int) -> list[LogEntry]:
 
 
 class CountingLog(MemoryCommitLog):
-    """Counts the entries writers read back from the log; `refuse` refuses appends when handed over."""
+    """Counts the entries writers read back from the log; `refusing` refuses appends when set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read_back = 0
-        self.refuse = False
+        self.refusing = False
 
     async def start_append(self, new: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
-        if self.refuse:
+        if self.refusing:
             raise OSError("log refused the append")
         return await super().start_append(new)
 
@@ -125,7 +125,7 @@ async def test_a_cursor_reads_the_log_until_it_reaches_the_tail_then_memory() ->
     tail = LogTail(capacity=100)
     tail.add(log.entries[3:])  # offsets 3..5 are in memory too
     cursor = TailCursor(log, tail, 0)
-    seen = []
+    seen: list[int] = []
     while len(seen) < 6:
         seen += [e.offset for e in await cursor.next_batch(3, 0.01)]
     await cursor.close()
@@ -196,10 +196,10 @@ async def test_a_refused_append_never_reaches_a_writer() -> None:
     runtime.source_retry_s = 0.01
     await runtime.start()
     try:
-        log.refuse = True
+        log.refusing = True
         await source.queue.put([0, 1])
         await wait_for(lambda: runtime.flags.source_error is not None)
-        log.refuse = False
+        log.refusing = False
         await source.queue.put([2])
         await caught_up(runtime, 0)
     finally:

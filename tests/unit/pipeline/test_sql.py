@@ -19,8 +19,8 @@ from app.pipeline.sql import MAX_STATEMENT_CHARS, row_values, sql_literal, upser
 class _Escaper:
     """pymysql's own Connection.escape on a connection in the given quoting mode (the oracle)."""
 
-    escape = pymysql.connections.Connection.escape
-    _escape_string = pymysql.connections.Connection._escape_string
+    escape: Any = pymysql.connections.Connection.escape  # the stubs bind it to a Connection only
+    _escape_string = pymysql.connections.Connection._escape_string  # type: ignore[attr-defined]  # private
     encoders = encoders
     encoding = "utf8mb4"
 

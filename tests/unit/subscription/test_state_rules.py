@@ -63,9 +63,9 @@ def test_a_retry_head_skipped_in_rq_stops_holding_its_group() -> None:
     assert s.retry_head == (0, 1) and s.retry_head_at == (0, 10)
     # RQ moved past offset 10: the copy at 11 is read next
     assert decide_retry(s, (0, 2), (0, 11), OnDlq.BLOCK_GROUP) is Action.DELIVER
-    s = on_delivered(s, (0, 2), MessageState(0, 2, 0, 11))
-    assert s is not None and s.retry_head is None and not s.rq.pending
-    assert decide_main(s, (0, 3), OnDlq.BLOCK_GROUP) is Action.DELIVER
+    after = on_delivered(s, (0, 2), MessageState(0, 2, 0, 11))
+    assert after is not None and after.retry_head is None and not after.rq.pending
+    assert decide_main(after, (0, 3), OnDlq.BLOCK_GROUP) is Action.DELIVER
 
 
 def test_a_head_sidelined_again_keeps_holding_its_group_until_its_newest_copy() -> None:

@@ -40,13 +40,13 @@ def test_select_batches_keeps_open_first_then_newest_complete(
 
 
 def test_merge_shards_attaches_runner_worker_counters_and_blocked_groups() -> None:
-    subs = [
+    subs: list[dict[str, Any]] = [
         {
             "name": "s",
             "shards": [{"shard": 0, "mq_lag": 1, "rq_lag": 0}, {"shard": 1, "mq_lag": 2, "rq_lag": 0}],
         }
     ]
-    runners = [
+    runners: list[dict[str, Any]] = [
         {
             "subscription": "s",
             "shard": 1,

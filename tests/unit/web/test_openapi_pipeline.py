@@ -11,7 +11,7 @@ from app.web.openapi_pipeline import pipeline_openapi_document
 def test_document_loads_and_every_operation_has_responses() -> None:
     document = pipeline_openapi_document()
     schema = schemathesis.openapi.from_dict(document)
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]  # an Err fails
     assert len(operations) == sum(len(methods) for methods in document["paths"].values()) == 12
     for path, methods in document["paths"].items():
         for method, operation in methods.items():

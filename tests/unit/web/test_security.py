@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -10,6 +11,11 @@ from pydantic import SecretStr
 from app.errors import ConfigError
 from app.settings import Settings
 from app.web.security import REDACTED, check_bind, install_log_redaction, is_actor_path, is_loopback, redact
+
+
+def settings_from(**env: Any) -> Settings:
+    """Settings(**env), by the variables' names: the aliases, which the typed __init__ does not know."""
+    return Settings(**env)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
@@ -23,13 +29,13 @@ def test_non_loopback_hosts(host: str) -> None:
 
 
 def test_binding_beyond_loopback_needs_the_admin_token() -> None:
-    check_bind(Settings(WEB_HOST="127.0.0.1"))
+    check_bind(settings_from(WEB_HOST="127.0.0.1"))
     with pytest.raises(ConfigError, match=r"WEB_HOST=0\.0\.0\.0.*HUBSTREAM_ADMIN_TOKEN"):
-        check_bind(Settings(WEB_HOST="0.0.0.0"))
+        check_bind(settings_from(WEB_HOST="0.0.0.0"))
     with pytest.raises(ConfigError, match="HUBSTREAM_ADMIN_TOKEN"):
-        check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="  "))
+        check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="  "))
     check_bind(
-        Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", HUB_JWT_SECRET=STRONG)
+        settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", HUB_JWT_SECRET=STRONG)
     )
 
 
@@ -40,8 +46,8 @@ STRONG = "k" * 32
 def test_binding_beyond_loopback_refuses_the_public_or_a_short_jwt_secret(secret: str | None) -> None:
     extra = {} if secret is None else {"HUB_JWT_SECRET": secret}
     with pytest.raises(ConfigError, match=r"WEB_HOST=0\.0\.0\.0.*HUB_JWT_SECRET.*32 bytes"):
-        check_bind(Settings(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", **extra))
-    check_bind(Settings(WEB_HOST="127.0.0.1", **extra))  # loopback: the development secret is fine
+        check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", **extra))
+    check_bind(settings_from(WEB_HOST="127.0.0.1", **extra))  # loopback: the development secret is fine
 
 
 @pytest.mark.parametrize(
@@ -67,7 +73,7 @@ def test_redact_removes_secrets_and_bearer_tokens() -> None:
 
 
 def test_log_records_are_redacted_for_every_logger(caplog: pytest.LogCaptureFixture) -> None:
-    settings = Settings(
+    settings = settings_from(
         HUBSTREAM_ADMIN_TOKEN="admin-token-under-test",
         HUB_JWT_SECRET="jwt-secret-under-test",
         COSMOS_KEY="cosmos-key-under-test",
@@ -98,6 +104,6 @@ def test_log_records_are_redacted_for_every_logger(caplog: pytest.LogCaptureFixt
 
 
 def test_secret_str_stays_secret_in_settings_repr() -> None:
-    settings = Settings(HUBSTREAM_ADMIN_TOKEN="admin-token-under-test")
+    settings = settings_from(HUBSTREAM_ADMIN_TOKEN="admin-token-under-test")
     assert isinstance(settings.admin_token, SecretStr)
     assert "admin-token-under-test" not in repr(settings)
