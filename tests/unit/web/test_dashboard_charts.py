@@ -200,10 +200,13 @@ def snapshot(i: int) -> dict[str, Any]:
     ]
     total = _hub_total(i)
     shares = {"5790001330583": 0.41, "5790001330590": 0.27, "5790000705184": 0.18, "5790000610099": 0.14}
-    actors = [{"actor": a, "depth": round(total * f)} for a, f in shares.items()]
-    actors[0]["depth"] += total - sum(a["depth"] for a in actors)
-    for a in actors:
-        a["by_domain"] = {"timeseries": a["depth"] * 3 // 4, "masterdata": a["depth"] - a["depth"] * 3 // 4}
+    depths = {a: round(total * f) for a, f in shares.items()}
+    first = next(iter(depths))
+    depths[first] += total - sum(depths.values())
+    actors: list[dict[str, Any]] = [
+        {"actor": a, "depth": d, "by_domain": {"timeseries": d * 3 // 4, "masterdata": d - d * 3 // 4}}
+        for a, d in depths.items()
+    ]
     ends_t0 = [416_702, 416_611, 417_020, 416_880]
     ends_t1 = [50_000 + 400 * i + 37 * p for p in range(4)]
     return {
