@@ -17,7 +17,7 @@ import asyncio
 import signal
 from collections.abc import Callable
 
-from app.consumer.kafka import ConsumerStats, KeyedConsumer
+from app.consumer.kafka import KeyedConsumer
 from app.consumer.members import Member
 from app.consumer.model import (
     ConsumerSettings,
@@ -33,6 +33,7 @@ from app.consumer.model import (
     key_from_header,
     record_key,
 )
+from app.consumer.stats import ConsumerStats
 
 __all__ = [
     "ConsumerSettings",

@@ -24,43 +24,33 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from app.composite.advance import Drained, may_leave
-from app.composite.errors import UnknownCompositeTopic
+from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
-from app.consumer.engine import KEY_HEADER, Engine, Outcome, Record, Work
+from app.consumer.engine import KEY_HEADER, Engine, Record, Work
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
-from app.consumer.orphans import DLQ_MARK_KEY, DlqMark, adopt_copies, copy_at
+from app.consumer.orphans import DlqMark, adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
+from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
+from app.consumer.stats import ConsumerStats, Counted
 from app.consumer.throttle import Sample, Throttle
+from app.consumer.topics import drained_facts, ensure_topics, resolve_source
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
-from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.settings import get_settings
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
-from app.subscription.state import GroupState
 
-__all__ = [
-    "ConsumerStats",
-    "KafkaQueues",
-    "KafkaStateLog",
-    "KeyedConsumer",
-    "drained_facts",
-    "ensure_topics",
-    "resolve_source",
-]
+__all__ = ["KeyedConsumer"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,211 +63,12 @@ Lane = tuple[int, str]  # (lane partition, ordering key)
 Item = tuple["Work | KafkaMessage", TP, Lane, int]
 
 
-def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:
-    """The source as defined now (blocking): the topic, or the composite topic read from `store`."""
-    if settings.composite_topic is None:
-        partitions = KafkaAdmin(settings.bootstrap).topics().get(settings.topic)
-        if partitions is None:
-            raise ConfigError(f"topic {settings.topic!r} does not exist on {settings.bootstrap}")
-        return Source.of_topic(settings.topic, partitions)
-    if store is None:
-        raise ConfigError(f"composite topic {settings.composite_topic!r}: no metadata store to resolve it")
-    try:
-        return Source.of_composite(store.get(settings.composite_topic))
-    except UnknownCompositeTopic as exc:
-        raise ConfigError(
-            f"composite topic {settings.composite_topic!r} is not defined in {store.topic} on "
-            f"{settings.bootstrap}"
-        ) from exc
-
-
-def drained_facts(settings: ConsumerSettings, source: Source, idx: int) -> Drained:
-    """Storage topic `idx`'s partitions: has the consumer group committed each to its end
-    (blocking)? Judged on the group's commits, not one copy's positions: the copy that owns
-    `T_{i+1}[q]` need not be the one that owned the `T_i` partitions with the same keys."""
-    storage = source.composite.storage_topics[idx]
-    tps = [(storage.name, p) for p in range(storage.partitions)]
-    committed = committed_offsets(settings.bootstrap, settings.name, tps)
-    ends = true_end_offsets(settings.bootstrap, tps)
-    return {idx: {p: done >= end for (_, p), done, end in zip(tps, committed, ends, strict=True)}}
-
-
-def ensure_topics(settings: ConsumerSettings, source: Source | None = None) -> int:
-    """Create the consumer's own topics (the partition count of the source, or of a composite
-    source's first storage topic); the count."""
-    admin = KafkaAdmin(settings.bootstrap)
-    if source is None:
-        source = resolve_source(settings)
-    partitions = source.lanes
-    compacted = {"cleanup.policy": "compact"}
-    admin.ensure(
-        [
-            TopicSpec(settings.retry_topic, partitions),
-            TopicSpec(settings.dlq_topic, partitions),
-            TopicSpec(settings.state_topic, partitions, compacted),
-            TopicSpec(settings.members_topic, 1, compacted),
-        ]
-    )
-    found = admin.topics()
-    for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic):
-        if found.get(own) != partitions:
-            raise ConfigError(
-                f"{own} has {found.get(own)} partitions, {source.composite.storage_topics[0].name} has "
-                f"{partitions}: they must match"
-            )
-    return partitions
-
-
-class KafkaStateLog:
-    """Key states of the owned partitions, in memory, written through to `<name>-state`
-    (partition = the source partition, key = the ordering key)."""
-
-    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
-        self.settings = settings
-        self.producer = producer
-        self._states: dict[int, dict[str, GroupState]] = {}
-        self.dlq_from: dict[int, int] = {}  # the DLQ mark in `<name>-state`, as loaded or written
-        self.dlq_marks: dict[int, DlqMark] = {}  # the owned DLQ partitions' marks, as they move
-
-    def load(self, partitions: list[int]) -> None:
-        """Read the partitions' newest states and DLQ marks (blocking: run it in a thread)."""
-        loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
-        marks = {p: 0 for p in partitions}
-        starts = {(self.settings.state_topic, p): 0 for p in partitions}
-        for msg in read_from(self.settings.bootstrap, starts):
-            if msg.key() == DLQ_MARK_KEY:
-                if msg.value() is not None:
-                    marks[msg.partition()] = max(
-                        marks[msg.partition()], orjson.loads(msg.value())["dlq_from"]
-                    )
-                continue
-            key = (msg.key() or b"").decode("utf-8", "replace")
-            if msg.value() is None:
-                loaded[msg.partition()].pop(key, None)
-                continue
-            loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
-        self._states.update(loaded)
-        self.dlq_from.update(marks)
-
-    def forget(self, partitions: set[int]) -> None:
-        for p in partitions:
-            self._states.pop(p, None)
-            self.dlq_from.pop(p, None)
-            self.dlq_marks.pop(p, None)
-
-    def get(self, partition: int, key: str) -> GroupState | None:
-        return self._states.get(partition, {}).get(key)
-
-    async def put(self, partition: int, key: str, state: GroupState) -> None:
-        crash_point("consumer.state.write")
-        value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
-        await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
-        self._states.setdefault(partition, {})[key] = state
-        mark = self.dlq_marks.get(partition)
-        if mark is not None and state.dlq.p is not None:
-            mark.recorded(state.dlq.p.internal_topic_offset)
-
-    async def write_dlq_marks(self) -> None:
-        """Write each owned partition's DLQ mark that moved: the next owner reads the DLQ from it."""
-        moved = {p: m.mark for p, m in self.dlq_marks.items()}
-        await asyncio.gather(
-            *(
-                self._write_mark(p, at)
-                for p, at in moved.items()
-                if at is not None and at > self.dlq_from.get(p, 0)
-            )
-        )
-
-    async def _write_mark(self, partition: int, at: int) -> None:
-        crash_point("consumer.dlq.mark")
-        value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
-        await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
-        if partition in self.dlq_marks:
-            self.dlq_from[partition] = max(at, self.dlq_from.get(partition, 0))
-
-
-class KafkaQueues:
-    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer, states: KafkaStateLog) -> None:
-        self.settings = settings
-        self.producer = producer
-        self.states = states
-
-    async def to_retry(self, work: Work, headers: Any) -> int:
-        delivered = await self.producer.send(
-            self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
-        )
-        crash_point(
-            "consumer.retry.confirmed"
-        )  # the copy is in the retry topic; the key's state does not say so
-        return delivered.offset
-
-    async def to_dlq(self, work: Work, headers: Any) -> int:
-        mark = self.states.dlq_marks.get(work.partition)
-        if mark is not None:
-            mark.sending()
-        try:
-            delivered = await self.producer.send(
-                self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
-            )
-        except BaseException:
-            if mark is not None:
-                mark.failed()
-            raise
-        if mark is not None:  # an undecodable record's copy is recorded in no key state
-            mark.confirmed(delivered.offset, needs_state=not work.undecodable)
-        crash_point("consumer.dlq.confirmed")
-        return delivered.offset
-
-
-@dataclass
-class ConsumerStats:
-    delivered: int = 0
-    filtered: int = 0
-    retrying: int = 0
-    sidelined: int = 0
-    dead_lettered: int = 0
-    skipped: int = 0
-    attempts: int = 0  # handler calls
-    failures: int = 0  # handler calls that raised
-    write_failures: int = 0  # retry/DLQ/state writes that failed and were tried again
-    in_flight: int = 0
-    max_in_flight: int = 0
-    abandoned: int = 0  # handlers still running when their partition was revoked
-
-    def count(self, outcome: Outcome) -> None:
-        if outcome is Outcome.DELIVERED:
-            self.delivered += 1
-        else:
-            setattr(self, outcome.value, getattr(self, outcome.value) + 1)
-
-
-class _Counted:
-    """The handler as the copy calls it: counts attempts, failures and calls in flight."""
-
-    def __init__(self, handler: Handler, stats: ConsumerStats) -> None:
-        self.handler = handler
-        self.stats = stats
-
-    async def __call__(self, message: Message) -> None:
-        stats = self.stats
-        stats.attempts += 1
-        stats.in_flight += 1
-        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-        try:
-            await self.handler(message)
-        except Exception:
-            stats.failures += 1
-            raise
-        finally:
-            stats.in_flight -= 1
-
-
 class KeyedConsumer:
     def __init__(self, settings: ConsumerSettings, handler: Handler, *, member_id: str | None = None) -> None:
         self.settings = settings
         self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.stats = ConsumerStats()
-        self._handler = _Counted(handler, self.stats)
+        self._handler = Counted(handler, self.stats)
         self._stop = threading.Event()
         self._started_ms = int(time.time() * 1000)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -1,0 +1,121 @@
+"""The copy's writes to its own topics: key states and DLQ marks in `<name>-state`, copies to
+`<name>-retry` and `<name>-dlq`, each confirmed by the broker before the engine goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+from app.consumer.engine import Work
+from app.consumer.model import ConsumerSettings
+from app.consumer.orphans import DLQ_MARK_KEY, DlqMark
+from app.crashpoints import crash_point
+from app.kafka.producing import AsyncProducer
+from app.kafka.reading import read_from
+from app.subscription.state import GroupState
+
+__all__ = ["KafkaQueues", "KafkaStateLog"]
+
+
+class KafkaStateLog:
+    """Key states of the owned partitions, in memory, written through to `<name>-state`
+    (partition = the source partition, key = the ordering key)."""
+
+    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer) -> None:
+        self.settings = settings
+        self.producer = producer
+        self._states: dict[int, dict[str, GroupState]] = {}
+        self.dlq_from: dict[int, int] = {}  # the DLQ mark in `<name>-state`, as loaded or written
+        self.dlq_marks: dict[int, DlqMark] = {}  # the owned DLQ partitions' marks, as they move
+
+    def load(self, partitions: list[int]) -> None:
+        """Read the partitions' newest states and DLQ marks (blocking: run it in a thread)."""
+        loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
+        marks = {p: 0 for p in partitions}
+        starts = {(self.settings.state_topic, p): 0 for p in partitions}
+        for msg in read_from(self.settings.bootstrap, starts):
+            if msg.key() == DLQ_MARK_KEY:
+                if msg.value() is not None:
+                    marks[msg.partition()] = max(
+                        marks[msg.partition()], orjson.loads(msg.value())["dlq_from"]
+                    )
+                continue
+            key = (msg.key() or b"").decode("utf-8", "replace")
+            if msg.value() is None:
+                loaded[msg.partition()].pop(key, None)
+                continue
+            loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
+        self._states.update(loaded)
+        self.dlq_from.update(marks)
+
+    def forget(self, partitions: set[int]) -> None:
+        for p in partitions:
+            self._states.pop(p, None)
+            self.dlq_from.pop(p, None)
+            self.dlq_marks.pop(p, None)
+
+    def get(self, partition: int, key: str) -> GroupState | None:
+        return self._states.get(partition, {}).get(key)
+
+    async def put(self, partition: int, key: str, state: GroupState) -> None:
+        crash_point("consumer.state.write")
+        value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
+        await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
+        self._states.setdefault(partition, {})[key] = state
+        mark = self.dlq_marks.get(partition)
+        if mark is not None and state.dlq.p is not None:
+            mark.recorded(state.dlq.p.internal_topic_offset)
+
+    async def write_dlq_marks(self) -> None:
+        """Write each owned partition's DLQ mark that moved: the next owner reads the DLQ from it."""
+        moved = {p: m.mark for p, m in self.dlq_marks.items()}
+        await asyncio.gather(
+            *(
+                self._write_mark(p, at)
+                for p, at in moved.items()
+                if at is not None and at > self.dlq_from.get(p, 0)
+            )
+        )
+
+    async def _write_mark(self, partition: int, at: int) -> None:
+        crash_point("consumer.dlq.mark")
+        value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
+        await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
+        if partition in self.dlq_marks:
+            self.dlq_from[partition] = max(at, self.dlq_from.get(partition, 0))
+
+
+class KafkaQueues:
+    def __init__(self, settings: ConsumerSettings, producer: AsyncProducer, states: KafkaStateLog) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.states = states
+
+    async def to_retry(self, work: Work, headers: Any) -> int:
+        delivered = await self.producer.send(
+            self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
+        )
+        crash_point(
+            "consumer.retry.confirmed"
+        )  # the copy is in the retry topic; the key's state does not say so
+        return delivered.offset
+
+    async def to_dlq(self, work: Work, headers: Any) -> int:
+        mark = self.states.dlq_marks.get(work.partition)
+        if mark is not None:
+            mark.sending()
+        try:
+            delivered = await self.producer.send(
+                self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
+            )
+        except BaseException:
+            if mark is not None:
+                mark.failed()
+            raise
+        if mark is not None:  # an undecodable record's copy is recorded in no key state
+            mark.confirmed(delivered.offset, needs_state=not work.undecodable)
+        crash_point("consumer.dlq.confirmed")
+        return delivered.offset

@@ -1,0 +1,53 @@
+"""A copy's counters, and the handler wrapper that keeps the per-call ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.consumer.engine import Outcome
+from app.consumer.model import Handler, Message
+
+__all__ = ["ConsumerStats", "Counted"]
+
+
+@dataclass
+class ConsumerStats:
+    delivered: int = 0
+    filtered: int = 0
+    retrying: int = 0
+    sidelined: int = 0
+    dead_lettered: int = 0
+    skipped: int = 0
+    attempts: int = 0  # handler calls
+    failures: int = 0  # handler calls that raised
+    write_failures: int = 0  # retry/DLQ/state writes that failed and were tried again
+    in_flight: int = 0
+    max_in_flight: int = 0
+    abandoned: int = 0  # handlers still running when their partition was revoked
+
+    def count(self, outcome: Outcome) -> None:
+        if outcome is Outcome.DELIVERED:
+            self.delivered += 1
+        else:
+            setattr(self, outcome.value, getattr(self, outcome.value) + 1)
+
+
+class Counted:
+    """The handler as the copy calls it: counts attempts, failures and calls in flight."""
+
+    def __init__(self, handler: Handler, stats: ConsumerStats) -> None:
+        self.handler = handler
+        self.stats = stats
+
+    async def __call__(self, message: Message) -> None:
+        stats = self.stats
+        stats.attempts += 1
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            await self.handler(message)
+        except Exception:
+            stats.failures += 1
+            raise
+        finally:
+            stats.in_flight -= 1

@@ -1,0 +1,69 @@
+"""What a consumer reads and writes on the broker: its source resolved (a topic, or a composite
+topic's storage chain), whether the group drained a storage topic, and its own topics created."""
+
+from __future__ import annotations
+
+from app.composite.advance import Drained
+from app.composite.errors import UnknownCompositeTopic
+from app.composite.store import MetadataStore
+from app.consumer.model import ConsumerSettings
+from app.consumer.source import Source
+from app.errors import ConfigError
+from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
+
+__all__ = ["drained_facts", "ensure_topics", "resolve_source"]
+
+
+def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:
+    """The source as defined now (blocking): the topic, or the composite topic read from `store`."""
+    if settings.composite_topic is None:
+        partitions = KafkaAdmin(settings.bootstrap).topics().get(settings.topic)
+        if partitions is None:
+            raise ConfigError(f"topic {settings.topic!r} does not exist on {settings.bootstrap}")
+        return Source.of_topic(settings.topic, partitions)
+    if store is None:
+        raise ConfigError(f"composite topic {settings.composite_topic!r}: no metadata store to resolve it")
+    try:
+        return Source.of_composite(store.get(settings.composite_topic))
+    except UnknownCompositeTopic as exc:
+        raise ConfigError(
+            f"composite topic {settings.composite_topic!r} is not defined in {store.topic} on "
+            f"{settings.bootstrap}"
+        ) from exc
+
+
+def drained_facts(settings: ConsumerSettings, source: Source, idx: int) -> Drained:
+    """Storage topic `idx`'s partitions: has the consumer group committed each to its end
+    (blocking)? Judged on the group's commits, not one copy's positions: the copy that owns
+    `T_{i+1}[q]` need not be the one that owned the `T_i` partitions with the same keys."""
+    storage = source.composite.storage_topics[idx]
+    tps = [(storage.name, p) for p in range(storage.partitions)]
+    committed = committed_offsets(settings.bootstrap, settings.name, tps)
+    ends = true_end_offsets(settings.bootstrap, tps)
+    return {idx: {p: done >= end for (_, p), done, end in zip(tps, committed, ends, strict=True)}}
+
+
+def ensure_topics(settings: ConsumerSettings, source: Source | None = None) -> int:
+    """Create the consumer's own topics (the partition count of the source, or of a composite
+    source's first storage topic); the count."""
+    admin = KafkaAdmin(settings.bootstrap)
+    if source is None:
+        source = resolve_source(settings)
+    partitions = source.lanes
+    compacted = {"cleanup.policy": "compact"}
+    admin.ensure(
+        [
+            TopicSpec(settings.retry_topic, partitions),
+            TopicSpec(settings.dlq_topic, partitions),
+            TopicSpec(settings.state_topic, partitions, compacted),
+            TopicSpec(settings.members_topic, 1, compacted),
+        ]
+    )
+    found = admin.topics()
+    for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic):
+        if found.get(own) != partitions:
+            raise ConfigError(
+                f"{own} has {found.get(own)} partitions, {source.composite.storage_topics[0].name} has "
+                f"{partitions}: they must match"
+            )
+    return partitions
