@@ -12,6 +12,7 @@ removes.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -24,6 +25,23 @@ import stamina
 from app.batch.errors import BatchClosed, BatchNotFound, PartitionNotReady
 from app.batch.ids import ItemGroup, expand_item_ids
 from app.errors import HubstreamError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+
+def _log_retry(details: stamina.instrumentation.RetryDetails) -> None:
+    log.info(
+        "%s: retry %d in %.1f s after %s",
+        details.name,
+        details.retry_num,
+        details.wait_for,
+        details.caused_by,
+    )
+
+
+# One line per retry in our own log, instead of stamina's default warning on stderr (which a job
+# polling through a worker restart printed hundreds of times).
+stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
 __all__ = ["ACK_IDS_PER_REQUEST", "BatchClient", "Call", "calls"]
 

@@ -20,6 +20,7 @@ from app.kafka.admin import true_end_offsets
 __all__ = ["install_true_highwaters"]
 
 _installed: dict[str, bool] = {}
+RECOVERY_END_TIMEOUT_S = 30.0  # a busy broker; recovery cannot go on without the true ends
 
 
 def install_true_highwaters(bootstrap: str) -> None:
@@ -34,7 +35,10 @@ def install_true_highwaters(bootstrap: str) -> None:
         if not partitions:
             return listed
         ends = await asyncio.to_thread(
-            true_end_offsets, bootstrap, [(tp.topic, tp.partition) for tp in partitions]
+            true_end_offsets,
+            bootstrap,
+            [(tp.topic, tp.partition) for tp in partitions],
+            RECOVERY_END_TIMEOUT_S,
         )
         return {tp: max(listed.get(tp) or 0, end) for tp, end in zip(partitions, ends, strict=True)}
 

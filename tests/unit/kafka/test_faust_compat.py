@@ -28,7 +28,7 @@ async def test_the_true_end_wins_over_an_under_reported_highwater(monkeypatch: A
 
     monkeypatch.setattr(thread_cls, "_highwaters", listed)
     monkeypatch.setattr(faust_compat, "_installed", {})
-    monkeypatch.setattr(faust_compat, "true_end_offsets", lambda bootstrap, tps: [15 for _ in tps])
+    monkeypatch.setattr(faust_compat, "true_end_offsets", lambda bootstrap, tps, timeout_s: [15 for _ in tps])
     faust_compat.install_true_highwaters("127.0.0.1:1")
     assert thread_cls._highwaters is not listed
     assert await thread_cls._highwaters(object(), [tp]) == {tp: 15}
