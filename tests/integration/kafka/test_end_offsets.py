@@ -17,6 +17,8 @@ from app.settings import Settings
 
 pytestmark = pytest.mark.integration
 
+RECORDS_IN_LONG_PARTITION = 50_000
+
 
 def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -61,3 +63,19 @@ def test_a_topic_written_all_the_time_has_an_end_at_once(kafka: Settings, unique
         writer.join(10)
     assert took < 5, f"the end took {took:.1f} s on a busy topic"
     assert read >= 100
+
+
+def test_the_end_of_a_long_partition_is_found(kafka: Settings, unique: str) -> None:
+    """The embedded broker answers an empty fetch when reading to a record of a long partition
+    outlasts the fetch's wait; the probe's wait must allow for it (a 10 ms wait never found the end
+    of a 50,000-record table changelog, and workers' table recovery crashed)."""
+    topic = f"long-{unique}"
+    KafkaAdmin(kafka.bootstrap).create([TopicSpec(topic, 1)])
+    # One record per batch, as a table's changelog is written: the broker's read walks every batch.
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for i in range(RECORDS_IN_LONG_PARTITION):
+        producer.produce(topic, value=b"%0200d" % i, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)], timeout_s=10)
+    assert end == RECORDS_IN_LONG_PARTITION
