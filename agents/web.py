@@ -20,7 +20,7 @@ __all__ = ["register"]
 
 def register(worker: WorkerContext) -> None:
     app = worker.app
-    dashboard = worker.dashboard = DashboardService(app, worker.settings)
+    dashboard = worker.dashboard = DashboardService(app, worker.settings, worker)
     document = openapi_document()
 
     async def scrape(request: web.Request) -> web.StreamResponse:

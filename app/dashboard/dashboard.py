@@ -17,19 +17,36 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 from yarl import URL
 
+from app.batch.service import BatchService
 from app.composite.store import MetadataStore
 from app.dashboard import sources
+from app.hub.web import HubHolder
 from app.settings import Settings
 from app.subscription.registry import SubscriptionRegistry
+from app.subscription.supervisor import Supervisor
 from app.web.responses import json_response
 
-__all__ = ["PAGE_PATH", "DashboardConfig", "DashboardService"]
+__all__ = ["PAGE_PATH", "DashboardConfig", "DashboardService", "LocalServices"]
+
+
+class LocalServices(Protocol):
+    """What the dashboard reads of this worker's own capabilities (agents' WorkerContext)."""
+
+    @property
+    def message_hub(self) -> HubHolder | None: ...
+
+    @property
+    def subscriptions(self) -> Supervisor | None: ...
+
+    @property
+    def batch_service(self) -> BatchService | None: ...
+
 
 log = logging.getLogger(__name__)
 PAGE_PATH = Path(__file__).with_name("static") / "dashboard.html"
@@ -59,9 +76,16 @@ class _Cached:
 
 
 class DashboardService:
-    def __init__(self, app: Any, settings: Settings, config: DashboardConfig | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        settings: Settings,
+        local: LocalServices | None = None,
+        config: DashboardConfig | None = None,
+    ) -> None:
         self.app = app
         self.settings = settings
+        self.local = local  # this worker's hub, shards and batch table (None: none of them here)
         self.config = config or DashboardConfig()
         self.metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
         self._registry: Any = None
@@ -97,7 +121,7 @@ class DashboardService:
         }
 
     async def _hub(self) -> Any:
-        holder = getattr(self.app, "message_hub", None)
+        holder = self.local.message_hub if self.local is not None else None
         if holder is None:
             return None  # the hub capability is not loaded in this worker
         return await sources.hub_section(await holder.get(), self.config.hub_max_actors)
@@ -145,10 +169,10 @@ class DashboardService:
     def local_sections(self) -> dict[str, Any]:
         """This worker's subscription shards and batches."""
         out: dict[str, Any] = {"worker": self.url(), "shards": [], "batches": [], "errors": []}
-        supervisor = getattr(self.app, "subscriptions", None)
+        supervisor = self.local.subscriptions if self.local is not None else None
         if supervisor is not None:
             out["shards"] = [{**s, "worker": self.url()} for s in supervisor.status()]
-        service = getattr(self.app, "batch_service", None)
+        service = self.local.batch_service if self.local is not None else None
         if service is not None:
             try:
                 out["batches"] = [{**b, "worker": self.url()} for b in sources.batches_local(service)]
