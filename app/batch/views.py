@@ -25,7 +25,7 @@ from app.batch.exact import Removal
 from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
 from app.batch.service import BatchService
 from app.errors import InvalidInput
-from app.web.responses import guarded, json_response, read_json, require_admin
+from app.web.responses import check_query, guarded, json_response, read_json, require_admin
 
 __all__ = ["BatchApi", "register_views"]
 
@@ -76,6 +76,7 @@ def _request_id(request: web.Request) -> str | None:
 
 
 def _since_ms(request: web.Request) -> int:
+    check_query(request, "since")
     raw = request.query.get("since")
     if not raw:
         raise InvalidInput("query parameter since=<ISO 8601 time> is required")
@@ -271,6 +272,7 @@ class BatchApi:
 
     async def incr_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
+        check_query(request, "by")
         try:
             by = int(request.query.get("by", "1"))
         except ValueError as exc:

@@ -17,7 +17,7 @@ from faust.web import View
 from app.errors import InvalidInput
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
 from app.settings import Settings
-from app.web.responses import Unauthorized, guarded, json_response
+from app.web.responses import Unauthorized, check_query, guarded, json_response
 
 __all__ = ["HubApi", "HubHolder", "actor_from_request", "register_views"]
 
@@ -61,6 +61,7 @@ class HubApi:
     async def peek(self, request: web.Request, domain: str | None = None) -> web.Response:
         actor = actor_from_request(request, self._settings)
         domains = parse_domains(domain)
+        check_query(request, "bundleId")
         bundle_id = parse_bundle_id(request.query.get("bundleId"))
         bundle = await (await self._hub()).peek(actor, domains, bundle_id)
         if bundle is None:
@@ -70,6 +71,7 @@ class HubApi:
     @guarded
     async def dequeue(self, request: web.Request) -> web.Response:
         actor = actor_from_request(request, self._settings)
+        check_query(request, "bundleId")
         bundle_id = parse_bundle_id(request.query.get("bundleId"))
         if bundle_id is None:
             raise InvalidInput("query parameter bundleId is required")

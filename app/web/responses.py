@@ -24,6 +24,7 @@ from app.settings import Settings
 __all__ = [
     "MAX_BODY_BYTES",
     "Unauthorized",
+    "check_query",
     "error_response",
     "guarded",
     "json_errors",
@@ -74,6 +75,15 @@ def require_admin(request: web.Request, settings: Settings) -> None:
 
 
 Handler = Callable[..., Awaitable[web.StreamResponse]]
+
+
+def check_query(request: web.Request, *allowed: str) -> None:
+    """InvalidInput (400) for a query parameter the endpoint does not take: a misspelt `bundleid`
+    silently ignored would do something the caller did not ask for."""
+    unknown = sorted(set(request.query) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "none"
+        raise InvalidInput(f"unknown query parameters {unknown}; this endpoint takes: {takes}")
 
 
 def guarded(handler: Handler) -> Handler:

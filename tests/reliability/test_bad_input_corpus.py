@@ -242,6 +242,14 @@ CASES = [
     _case("path/peek-domain-dotdot", "GET", f"{PEEK}/..%2F..%2Fetc", headers=_actor()),
     _case("path/peek-domain-unknown", "GET", f"{PEEK}/weather", headers=_actor()),
     _case("path/peek-bundle-id-dotdot", "GET", f"{PEEK}?bundleId=..%2F..%2Fetc", headers=_actor()),
+    _case(
+        "query/peek-misspelt-bundle-id",
+        "GET",
+        f"{PEEK}?bundleid=0b6c1c8e-3d0e-4f57-9b7a-8f0d7f7b6a01",
+        headers=_actor(),
+    ),
+    _case("query/dequeue-unknown-parameter", "DELETE", f"{DEQUEUE}?bundleId=x&force=1", headers=_actor()),
+    _admin("query/incr-unknown-parameter", "POST", f"{ESTIMATED}/@ESTIMATED@/incr?by=1&times=2", None),
     _case("path/dequeue-bundle-id-nul", "DELETE", f"{DEQUEUE}?bundleId=%00", headers=_actor()),
     _case(
         "path/dequeue-bundle-id-5000-chars", "DELETE", f"{DEQUEUE}?bundleId={'a' * 5000}", headers=_actor()
