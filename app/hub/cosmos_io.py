@@ -20,13 +20,13 @@ from azure.cosmos.aio import ContainerProxy
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.hub.model import CabinetKey, Ledger
-from app.hub.ports import BATCH_LIMIT, RequestCounter
+from app.hub.ports import BATCH_LIMIT, AllPages, RequestCounter
 
 __all__ = ["HubContainers"]
 
 
 @dataclass
-class HubContainers:
+class HubContainers(AllPages[ContainerProxy]):
     """HubStore[ContainerProxy]: the hub's containers on Cosmos DB, with request counting."""
 
     event_shards: Sequence[ContainerProxy]  # pk: drawer id; a cabinet's drawers spread over them
@@ -48,18 +48,6 @@ class HubContainers:
 
     def new_ledger(self, recipient: str) -> Ledger:
         return Ledger(recipient, containers=len(self.event_shards))
-
-    async def query(
-        self,
-        container: ContainerProxy,
-        sql: str,
-        partition_key: str,
-        params: dict[str, Any] | None = None,
-        page_size: int = 1000,
-    ) -> list[dict[str, Any]]:
-        return [
-            doc async for page in self.pages(container, sql, partition_key, params, page_size) for doc in page
-        ]
 
     async def pages(
         self,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import ConfigError
 from app.hub.model import CabinetKey, Ledger
-from app.hub.ports import BATCH_LIMIT, HubStore, RequestCounter
+from app.hub.ports import BATCH_LIMIT, AllPages, HubStore, RequestCounter
 
 __all__ = ["MemoryContainer", "MemoryHubStore", "Query", "Request", "UnsupportedQuery", "parse_query"]
 
@@ -182,7 +182,7 @@ def parse_query(sql: str) -> Query:
 # ---- the store --------------------------------------------------------------------------------
 
 
-class MemoryHubStore:
+class MemoryHubStore(AllPages["MemoryContainer"]):
     """HubStore[MemoryContainer]: the hub's five kinds of container in memory."""
 
     def __init__(
@@ -249,18 +249,6 @@ class MemoryHubStore:
         await self._request(Request("read", container.id, partition_key, (doc_id,)))
         doc = container.partition(partition_key).get(doc_id)
         return None if doc is None else copy.deepcopy(doc)
-
-    async def query(
-        self,
-        container: MemoryContainer,
-        sql: str,
-        partition_key: str,
-        params: dict[str, Any] | None = None,
-        page_size: int = 1000,
-    ) -> list[dict[str, Any]]:
-        return [
-            doc async for page in self.pages(container, sql, partition_key, params, page_size) for doc in page
-        ]
 
     async def pages(
         self,

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from app.hub.actor import ActorBundles, ActorEvent
 from app.hub.model import CabinetKey, Ledger
 
-__all__ = ["BATCH_LIMIT", "BundleLog", "HubStore", "RequestCounter"]
+__all__ = ["BATCH_LIMIT", "AllPages", "BundleLog", "HubStore", "RequestCounter"]
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -137,3 +137,29 @@ class HubStore(Protocol[C]):
         After False, some of `docs` may have been created (a batch is atomic on real Cosmos DB, not
         on the embedded endpoint; other batches of the call are independent)."""
         ...
+
+
+class AllPages(Generic[C]):
+    """`HubStore.query` for a store that has `pages`: every page's results, one request a page."""
+
+    def pages(
+        self,
+        container: C,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        raise NotImplementedError
+
+    async def query(
+        self,
+        container: C,
+        sql: str,
+        partition_key: str,
+        params: dict[str, Any] | None = None,
+        page_size: int = 1000,
+    ) -> list[dict[str, Any]]:
+        return [
+            doc async for page in self.pages(container, sql, partition_key, params, page_size) for doc in page
+        ]
