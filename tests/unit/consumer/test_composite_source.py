@@ -4,8 +4,6 @@ across a switch, and the copy's move to the next storage topic on the group's dr
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from app.composite.advance import Drained
@@ -18,6 +16,7 @@ from app.consumer.model import ConsumerSettings, Message, RetryPolicy
 from app.consumer.source import Source
 from app.errors import InvalidInput
 from app.subscription.records import decode_internal
+from tests.support.waiting import async_wait_until
 
 
 def composite_settings(**extra: object) -> ConsumerSettings:
@@ -180,7 +179,10 @@ async def test_the_grace_period_runs_from_when_the_switch_is_seen(monkeypatch: p
     assert copy.read_idx == 0, "producers may still hold the old pointer"
     seen_at = copy._switch_seen_at
     assert seen_at is not None
-    while copy.read_idx == 0:
-        await asyncio.sleep(0.05)
+
+    async def moved_on() -> bool:
         await copy._follow_source(store)  # type: ignore[arg-type]
+        return copy.read_idx == 1
+
+    await async_wait_until(moved_on, 10, "the copy to move on once the grace period passed", poll_s=0.05)
     assert copy._switch_seen_at is None
