@@ -12,7 +12,7 @@ import orjson
 
 from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
-from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.admin import TopicSpec
 from app.kafka.compacted import CompactedLog
 
 __all__ = ["MetadataStore"]
@@ -24,13 +24,13 @@ class MetadataStore:
     def __init__(self, bootstrap: str, metadata_topic: str) -> None:
         self.bootstrap = bootstrap
         self.topic = metadata_topic
-        self.admin = KafkaAdmin(bootstrap)
         self._log = CompactedLog(
             bootstrap,
             metadata_topic,
             reader_group="hubstream-metadata-reader",
             point="composite.metadata.write",
         )
+        self.admin = self._log.admin  # one admin client for the store and its log
         self._topics: dict[str, CompositeTopic] = {}
 
     # -- reading -------------------------------------------------------------------
