@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Protocol
 
-from app.consumer.model import ConsumerSettings, Handler, Message
+from app.consumer.model import ConsumerSettings, Handler, Message, message_id
 from app.subscription.records import FailureInfo, InternalMeta, encode_internal, user_headers
 from app.subscription.state import (
     Action,
@@ -30,7 +31,7 @@ from app.subscription.state import (
     on_skipped,
 )
 
-__all__ = ["Engine", "Outcome", "Queues", "Record", "StateLog", "Work", "message_id"]
+__all__ = ["Engine", "Outcome", "Queues", "Record", "StateLog", "Work"]
 
 log = logging.getLogger(__name__)
 Headers = Sequence[tuple[str, bytes]]
@@ -96,9 +97,8 @@ class Queues(Protocol):
     async def to_dlq(self, work: Work, headers: Headers) -> int: ...
 
 
-def message_id(topic: str, partition: int, offset: int) -> str:
-    return f"{topic}-{partition}-{offset}"
-
+# The headers of a record without any: one shared read-only mapping, not a dict per record.
+NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 
 KEY_HEADER = "hs-key"  # the ordering key, on copies (a key taken from a header or callable)
 
@@ -130,9 +130,8 @@ class Engine:
             key=rec.key,
             ordering_key=work.ordering_key,
             value=rec.value,
-            headers=dict(user_headers(rec.headers)) if rec.headers else {},
+            headers=dict(user_headers(rec.headers)) if rec.headers else NO_HEADERS,
             attempt=(meta.failed_attempts if meta is not None else 0) + 1,
-            message_id=message_id(topic, partition, offset),
         )
 
     def fresh(self, work: Work) -> Message | None:
@@ -169,9 +168,8 @@ class Engine:
             key,
             ordering_key,
             value,
-            dict(user_headers(headers)) if headers else {},
+            dict(user_headers(headers)) if headers else NO_HEADERS,
             1,
-            message_id(topic, partition, offset),
         )
 
     async def failed(self, work: Work, exc: Exception) -> Outcome:

@@ -541,7 +541,6 @@ class KeyedConsumer:
             record.value,
             dict(record.headers),
             1,
-            "",
         )
         try:
             key = self.settings.key_of(probe)
@@ -598,6 +597,10 @@ class KeyedConsumer:
         me = asyncio.current_task()
         assert me is not None
         loop = asyncio.get_running_loop()
+        counted, stats = self._handler, self.stats
+        # Nothing to wait for before a call and nothing to check around it: fresh keys' records
+        # run here directly; anything else (or a failure) goes through `_run_one`.
+        plain = self._shares is None and self._throttle is None and self.settings.filter is None
         while True:
             while not self._ready:
                 waiter: asyncio.Future[None] = loop.create_future()
@@ -612,7 +615,19 @@ class KeyedConsumer:
                     if lane[0] not in self._owned:
                         self._buffered -= 1 + self._lanes.drop({lane})
                         break
-                    await self._run_one(item)
+                    message = self._fresh(item) if plain else None
+                    if message is None:
+                        await self._run_one(item)
+                    else:  # the common case without a coroutine of its own: a key without state
+                        counted.enter()
+                        try:
+                            await counted.handler(message)
+                        except Exception as exc:  # the handler's: retry or DLQ
+                            counted.leave(True)
+                            await self._run_one(item, exc)
+                        else:
+                            counted.leave(False)
+                            stats.delivered += 1
                     self._buffered -= 1
                     tracker = self._trackers.get(item[1])
                     if tracker is not None:
@@ -625,7 +640,18 @@ class KeyedConsumer:
                 self._workers[me] = None
                 self._lane_ended.set()
 
-    async def _run_one(self, item: Item) -> None:
+    def _fresh(self, item: Item) -> Message | None:
+        """The message to hand the handler straight away: its key has no state (`Engine.fresh`)."""
+        head, _, lane, idx = item
+        if isinstance(head, Work):
+            return self._engine.fresh(head)
+        return self._engine.fresh_main(
+            idx, lane[0], head.offset(), head.key(), lane[1], head.value(), head.headers()
+        )
+
+    async def _run_one(self, item: Item, failed: Exception | None = None) -> None:
+        """Run the record through the engine (or, for a fresh key, the handler directly);
+        `failed`: the handler already failed on it, hand that to the engine."""
         head, tp, lane, idx = item
         partition = lane[0]
         share = self._shares[partition] if self._shares is not None else None
@@ -637,12 +663,12 @@ class KeyedConsumer:
                 if self._throttle is not None:
                     await self._gate()
                 engine = self._engine
-                if isinstance(head, Work):
-                    message = engine.fresh(head)
-                else:
-                    message = engine.fresh_main(
-                        idx, partition, head.offset(), head.key(), lane[1], head.value(), head.headers()
-                    )
+                if failed is not None:
+                    if not isinstance(head, Work):
+                        head = Work(_record(head), partition, lane[1], storage_idx=idx)
+                    self.stats.count(await engine.failed(head, failed))
+                    return
+                message = self._fresh((head, tp, lane, idx))
                 if message is None:
                     if not isinstance(head, Work):
                         head = Work(_record(head), partition, lane[1], storage_idx=idx)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
@@ -33,10 +33,10 @@ __all__ = [
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
     """One record handed to a handler. `message_id` (`topic-partition-offset` of the source) is
-    the same on every attempt; `attempt` is 1 on the first."""
+    the same on every attempt; `attempt` is 1 on the first. A named tuple: one is built per
+    record, and a tuple is the cheapest immutable value to build."""
 
     topic: str
     partition: int
@@ -46,7 +46,14 @@ class Message:
     value: bytes | None
     headers: Mapping[str, bytes]
     attempt: int
-    message_id: str
+
+    @property
+    def message_id(self) -> str:
+        return message_id(self.topic, self.partition, self.offset)
+
+
+def message_id(topic: str, partition: int, offset: int) -> str:
+    return f"{topic}-{partition}-{offset}"
 
 
 class Handler(Protocol):

@@ -33,21 +33,30 @@ class ConsumerStats:
 
 
 class Counted:
-    """The handler as the copy calls it: counts attempts, failures and calls in flight."""
+    """The handler as the copy calls it: counts attempts, failures and calls in flight. The copy's
+    fast path calls `handler` itself between `enter` and `leave` (one coroutine frame less)."""
 
     def __init__(self, handler: Handler, stats: ConsumerStats) -> None:
         self.handler = handler
         self.stats = stats
 
-    async def __call__(self, message: Message) -> None:
+    def enter(self) -> None:
         stats = self.stats
         stats.attempts += 1
         stats.in_flight += 1
-        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        if stats.in_flight > stats.max_in_flight:
+            stats.max_in_flight = stats.in_flight
+
+    def leave(self, failed: bool) -> None:
+        self.stats.in_flight -= 1
+        if failed:
+            self.stats.failures += 1
+
+    async def __call__(self, message: Message) -> None:
+        self.enter()
+        failed = True
         try:
             await self.handler(message)
-        except Exception:
-            stats.failures += 1
-            raise
+            failed = False
         finally:
-            stats.in_flight -= 1
+            self.leave(failed)
