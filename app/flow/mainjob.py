@@ -102,8 +102,9 @@ def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
                 options.topic,
                 EndpointSpec("batch", "hub", timeout_s=60.0),
                 shard_count=options.shards,
-                # A worker killed mid-save leaves its claim for HUB_SAVE_LEASE_S (60 s); until then
-                # the redelivered events are refused as SaveInProgress. 1 s doubling to 60 s: 243 s.
+                # A worker killed mid-save leaves its claim for up to HUB_SAVE_LEASE_S (15 s; a live
+                # save renews it); until then the redelivered events are refused as SaveInProgress.
+                # 1 s doubling to 60 s: 243 s in all.
                 retry=RetryPolicy(max_attempts=10, min_backoff_s=1.0, max_backoff_s=60.0),
                 start=True,
             )

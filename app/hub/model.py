@@ -5,8 +5,9 @@ strictly ascending numbers and drawer slots for every cabinet of that recipient 
 single compare-and-swap, so order within a recipient is total (FIFO across message types
 too) and any number of workers may save concurrently. The ledger also holds the seed's
 maximum-sequence-number fence: a save claims its range, writes, then releases the claim;
-the fence is the highest number below every pending claim. A claim whose lease expires
-(a crashed save) is voided: readers skip its numbers forever and a retry places the events again.
+the fence is the highest number below every pending claim. A running save renews its claim's
+lease; a claim whose lease expires (a crashed save) is voided: readers skip its numbers forever
+and a retry places the events again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "content_hash",
     "reconcile_catalog",
     "release",
+    "renew",
     "save_into_drawer",
     "stable_hash",
 ]
@@ -229,6 +231,19 @@ def release(ledger: Ledger, token: str) -> Ledger | None:
     if not any(c.token == token for c in ledger.claims):
         return None
     return replace(ledger, claims=tuple(c for c in ledger.claims if c.token != token))
+
+
+def renew(ledger: Ledger, token: str, until_s: float) -> Ledger | None:
+    """Extend a running save's claim to `until_s`; None when the claim was voided or released."""
+    if not any(c.token == token for c in ledger.claims):
+        return None
+    return replace(
+        ledger,
+        claims=tuple(
+            replace(c, lease_until_s=max(c.lease_until_s, until_s)) if c.token == token else c
+            for c in ledger.claims
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from app.crashpoints import crash_point
@@ -42,6 +45,7 @@ from app.hub.model import (
     content_hash,
     reconcile_catalog,
     release,
+    renew,
     save_into_drawer,
 )
 from app.hub.ports import HubStore
@@ -50,6 +54,8 @@ from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
 
 __all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
+
+log = logging.getLogger(__name__)
 
 FIRST_AFTER_PAGE = 20
 MAX_CAS_ATTEMPTS = 50
@@ -64,7 +70,7 @@ class RepositoryOptions:
     drawer_capacity: int = 10_000
     parallel_drawers: int = 6
     page_size: int = 1000
-    lease_s: float = 120.0
+    lease_s: float = 15.0  # renewed every third of it while the save runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +126,16 @@ class HubRepository(Generic[C]):
             if isinstance(claimed, SaveResult):
                 return claimed
             plan, allocation, ledger = claimed
-            if await self._write_index(recipient, plan.to_place, allocation, index):
-                await asyncio.gather(
-                    *(
-                        self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p, ledger)
-                        for p in allocation.placements
+            async with self._claim_kept(recipient, allocation.token):
+                written = await self._write_index(recipient, plan.to_place, allocation, index)
+                if written:
+                    await asyncio.gather(
+                        *(
+                            self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p, ledger)
+                            for p in allocation.placements
+                        )
                     )
-                )
+            if written:
                 await self._release(recipient, allocation.token)
                 return SaveResult(len(plan.to_place), plan.duplicates)
             # Entries this save did not know of (a redelivery mixed with new events, or a racing
@@ -245,6 +254,37 @@ class HubRepository(Generic[C]):
                 return drawer, catalog_seq
         self._drawers.drop(placement.drawer_id)
         raise ServiceUnavailable(f"drawer {placement.drawer_id} kept changing; save not finished")
+
+    @contextlib.asynccontextmanager
+    async def _claim_kept(self, recipient: str, token: str) -> AsyncIterator[None]:
+        """Renew the claim every third of the lease while the save writes: a live save keeps it
+        however slow its writes are, so the lease can be short, and a crashed save's claim (its
+        events refused as SaveInProgress to a redelivery until then) expires within one lease."""
+        stop = asyncio.Event()
+
+        async def keep() -> None:
+            lease_s = self.options.lease_s
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), lease_s / 3)
+                    return
+                try:
+                    crash_point("hub.save.renew")
+                    kept = await self._update_claim(
+                        recipient, token, partial(renew, until_s=time.time() + lease_s)
+                    )
+                except Exception as exc:  # a failed write: try again at the next period
+                    log.warning("hub: renewing the claim of a save for %s failed: %r", recipient, exc)
+                    continue
+                if not kept:
+                    return  # voided meanwhile: the release says so
+
+        keeper = asyncio.create_task(keep())
+        try:
+            yield
+        finally:
+            stop.set()
+            await keeper
 
     async def _release(self, recipient: str, token: str) -> None:
         if not await self._update_claim(recipient, token, release):

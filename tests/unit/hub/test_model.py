@@ -19,6 +19,7 @@ from app.hub.model import (
     acknowledge_drawer,
     allocate,
     release,
+    renew,
     save_into_drawer,
 )
 
@@ -84,6 +85,24 @@ def test_expired_claim_is_voided_and_its_release_refused() -> None:
     assert reaped.claims == () and reaped.fence == claim.last_seq
     assert all(reaped.is_void(s) for s in range(claim.first_seq, claim.last_seq + 1))
     assert release(reaped, "a") is None
+
+
+def test_a_renewed_claim_outlives_its_first_lease_and_only_its_own_is_extended() -> None:
+    ledger, _ = allocate(
+        Ledger("r"), [event()] * 2, token="a", capacity=10, now_s=0, lease_s=5, new_drawer_id=drawer_ids()
+    )
+    ledger, _ = allocate(
+        ledger, [event()], token="b", capacity=10, now_s=0, lease_s=5, new_drawer_id=drawer_ids()
+    )
+    renewed = renew(ledger, "a", until_s=11)
+    assert renewed is not None
+    assert {c.token: c.lease_until_s for c in renewed.claims} == {"a": 11, "b": 5}
+    later = renewed.reap(now_s=6)
+    assert [c.token for c in later.claims] == ["a"] and later.is_void(3) and not later.is_void(1)
+    assert renew(renewed, "a", until_s=8) == renewed  # never shortened
+    assert renew(later, "b", until_s=20) is None  # voided: nothing to renew
+    released = release(later, "a")
+    assert released is not None and renew(released, "a", until_s=20) is None
 
 
 @given(

@@ -9,6 +9,8 @@ repository's own, checked here without the services.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 import uuid
 from functools import partial
 
@@ -21,8 +23,11 @@ from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
 from app.hub import MemoryHubStore, MessageHub, SaveResult
 from app.hub import repository as repository_module
+from app.hub.documents import ledger_from_doc
 from app.hub.errors import SaveInProgress
 from app.hub.memory import Request
+from app.hub.model import Claim
+from tests.support.waiting import async_wait_until, run_until_idle
 from tests.unit.hub.memhub import (
     MB,
     OPTIONS,
@@ -261,6 +266,71 @@ async def test_a_save_holding_its_claim_hides_the_saves_after_it_until_it_releas
     release.set()
     await saving
     assert ids_of(await drain(world.worker())) == ids(first + later)
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["renewed", "renewal-failed-once"])
+async def test_a_save_slower_than_its_lease_renews_its_claim_and_is_not_voided(failing: bool) -> None:
+    """A live save keeps its claim by renewing it: another worker's save after the claim's first
+    lease has passed (it reaps expired claims) voids nothing, and the slow save finishes. Without
+    renewal the first save's range is voided and its release fails with SaveLeaseLost. A renewal
+    failing at its crash point (`hub.save.renew`, an I/O error) is tried again a third of a lease
+    later, before the lease runs out."""
+    world = World(options=dataclasses.replace(OPTIONS, lease_s=1.2))  # renewed every 0.4 s
+    slow, later = events("a", 2), events("b", 2)
+    go_on = asyncio.Event()
+
+    async def hold_a_events(request: Request) -> None:
+        if WRITER.get() == "A" and request.container.startswith("events") and request.is_write:
+            await go_on.wait()
+
+    async def save_as_a() -> SaveResult:
+        WRITER.set("A")
+        result: SaveResult = await world.worker().save(slow)
+        return result
+
+    async def claim() -> Claim | None:
+        doc = await world.store.read(world.store.ledgers, RECIPIENT, RECIPIENT)
+        claims = ledger_from_doc(doc).claims if doc is not None else ()
+        return claims[0] if claims else None
+
+    world.store.before = hold_a_events
+    with armed("hub.save.renew", nth=1 if failing else 1000, action="raise") as trigger:
+        saving = asyncio.create_task(save_as_a())
+        first = await async_wait_until(claim, 5, "the slow save's claim")
+        assert first is not None
+        first_until = first.lease_until_s
+        await async_wait_until(lambda: time.time() > first_until + 0.5, 5, "its first lease to pass")
+        assert trigger.fired == failing and trigger.hits >= 2
+    renewed = await claim()
+    assert renewed is not None and renewed.token == first.token
+    assert renewed.lease_until_s > time.time()
+    assert await world.worker().save(later) == SaveResult(2, 0)
+    go_on.set()
+    assert await saving == SaveResult(2, 0)
+    assert ids_of(await drain(world.worker())) == ids(slow + later)
+
+
+async def test_a_cancelled_save_stops_renewing_its_claim() -> None:
+    """A save that dies (here: cancelled mid-write) leaves its claim to expire: nothing of it keeps
+    renewing the claim."""
+    world = World(options=dataclasses.replace(OPTIONS, lease_s=0.3))
+    held = asyncio.Event()
+
+    async def hold_events(request: Request) -> None:
+        if request.container.startswith("events") and request.is_write:
+            held.set()
+            await asyncio.Event().wait()  # never answers
+
+    world.store.before = hold_events
+    before = set(asyncio.all_tasks())
+    saving = asyncio.create_task(world.worker().save(events("a", 2)))
+    await held.wait()
+    assert len(asyncio.all_tasks() - before) >= 2  # the save and its claim keeper
+    saving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+    await run_until_idle()
+    assert asyncio.all_tasks() - before == set()
 
 
 # ---- every interleaving of two saves, up to a bound --------------------------------------------
