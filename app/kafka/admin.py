@@ -10,7 +10,6 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.kafka.consuming import offset_client, partition_reader
-from app.settings import get_settings
 
 __all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
@@ -23,10 +22,12 @@ class TopicSpec:
 
 
 class KafkaAdmin:
-    def __init__(self, bootstrap: str, replication_factor: int | None = None) -> None:
+    """`replication_factor` is that of the topics it creates: callers that create topics pass
+    theirs (the KAFKA_REPLICATION_FACTOR setting); listing and offset lookups need none."""
 
+    def __init__(self, bootstrap: str, replication_factor: int = 1) -> None:
         self.bootstrap = bootstrap
-        self.replication_factor = replication_factor or get_settings().kafka_replication_factor
+        self.replication_factor = replication_factor
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def topics(self, timeout_s: float = 10.0) -> dict[str, int]:

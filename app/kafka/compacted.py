@@ -22,9 +22,11 @@ Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombsto
 
 
 class CompactedLog:
-    def __init__(self, bootstrap: str, topic: str, *, reader_group: str, point: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, *, reader_group: str, point: str, replication_factor: int
+    ) -> None:
         self.bootstrap, self.topic = bootstrap, topic
-        self.admin = KafkaAdmin(bootstrap)
+        self.admin = KafkaAdmin(bootstrap, replication_factor)
         self.lock = threading.Lock()  # hold it around read_new and the reads of what it applied
         self._reader_group, self._write_point = reader_group, point
         self._position = 0

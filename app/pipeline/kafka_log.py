@@ -141,8 +141,8 @@ class KafkaCommitLog:
         self._max_message_bytes = max_message_bytes
         self._starting = asyncio.Lock()  # one batch handed over at a time: produce order = call order
 
-    def ensure_topic(self) -> None:
-        KafkaAdmin(self.bootstrap).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
+    def ensure_topic(self, replication_factor: int = 1) -> None:
+        KafkaAdmin(self.bootstrap, replication_factor).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
 
     def _get_producer(self) -> AsyncProducer:
         """Created on the first append: cursors-only users (CLI, writer drains) start no producer."""
