@@ -46,7 +46,7 @@ def register(worker: WorkerContext) -> None:
     # Created here with the table's partition count before anything produces to them: a topic the
     # broker auto-created with its default count may have fewer, and acks for the batches of the
     # missing partitions could not be sent (the ack topic is co-partitioned with the table).
-    KafkaAdmin(settings.bootstrap).ensure(
+    KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).ensure(
         [
             TopicSpec(settings.batch_acks_topic, partitions),
             TopicSpec(f"{settings.batch_acks_topic}-dlq", 1),

@@ -23,7 +23,9 @@ def register(worker: WorkerContext) -> None:
     slots_name = f"{settings.app_id}-subscription-slots"
     # Faust declares only its internal topics; without this the broker would auto-create the
     # slot topic with its default partition count.
-    KafkaAdmin(settings.bootstrap).create([TopicSpec(slots_name, settings.subscription_shard_slots)])
+    KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create(
+        [TopicSpec(slots_name, settings.subscription_shard_slots)]
+    )
     slots_topic = app.topic(
         slots_name,
         partitions=settings.subscription_shard_slots,

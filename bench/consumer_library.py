@@ -32,7 +32,7 @@ SLOW_S = 0.010
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, keys: int) -> None:
-    KafkaAdmin(bootstrap).ensure([TopicSpec(topic, partitions)])
+    KafkaAdmin(bootstrap, get_settings().kafka_replication_factor).ensure([TopicSpec(topic, partitions)])
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
     value = b"x" * 100
     for i in range(records):

@@ -175,8 +175,8 @@ async def run_end_to_end(
     """The composite reader and the writer together, from an empty commit log (returned, still open)."""
     control_topic = f"bench-pl-{suffix}.control"
     commit_log = KafkaCommitLog(settings.bootstrap, f"bench-pl-{suffix}.log")
-    commit_log.ensure_topic()
-    KafkaAdmin(settings.bootstrap).create([TopicSpec(control_topic, 1)])
+    commit_log.ensure_topic(settings.kafka_replication_factor)
+    KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create([TopicSpec(control_topic, 1)])
     source = CompositeSource(settings, {"topic": composite}, args.batch_size, 0.2)
     with fresh_table(settings, count) as table:
         rate = await run_pipeline(settings, commit_log, control_topic, source, table, count, args.batch_size)

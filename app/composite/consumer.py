@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from app.composite.errors import ReadPointerOutOfRange
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
+from app.kafka.consuming import partition_reader
 
 __all__ = ["ConsumedMessage", "consume"]
 
@@ -37,14 +38,7 @@ def consume(
 ) -> list[ConsumedMessage]:
     """Read up to `max_messages` from `offset`; `offset` must be below the partition's end."""
     storage = store.get(name).storage(read_pointer, partition)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": store.bootstrap,
-            "group.id": "hubstream-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = partition_reader(store.bootstrap, "hubstream-reader", partition_eof=True)
     try:
         low, _ = consumer.get_watermark_offsets(TopicPartition(storage.name, partition), timeout=timeout_s)
         high = true_end_offsets(store.bootstrap, [(storage.name, partition)], timeout_s)[0]

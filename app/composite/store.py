@@ -14,6 +14,7 @@ from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
 from app.kafka.admin import TopicSpec
 from app.kafka.compacted import CompactedLog
+from app.settings import get_settings
 
 __all__ = ["MetadataStore"]
 
@@ -29,6 +30,7 @@ class MetadataStore:
             metadata_topic,
             reader_group="hubstream-metadata-reader",
             point="composite.metadata.write",
+            replication_factor=get_settings().kafka_replication_factor,
         )
         self.admin = self._log.admin  # one admin client for the store and its log
         self._topics: dict[str, CompositeTopic] = {}

@@ -43,6 +43,7 @@ from app.consumer.throttle import Sample, Throttle
 from app.consumer.topics import drained_facts, ensure_topics, resolve_source
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
+from app.kafka.consuming import group_member, partition_reader
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.settings import get_settings
@@ -129,18 +130,16 @@ class KeyedConsumer:
         self._producer = AsyncProducer(s.bootstrap, name=s.name)
         self._states = KafkaStateLog(s, self._producer)
         self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer, self._states))
-        consumer = Consumer(
-            {
-                "bootstrap.servers": s.bootstrap,
-                "group.id": s.name,
-                "client.id": self.member_id,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
+        consumer = group_member(
+            s.bootstrap,
+            s.name,
+            client_id=self.member_id,
+            overrides={
                 "partition.assignment.strategy": "range",
                 "session.timeout.ms": int(s.session_timeout_s * 1000),
                 "heartbeat.interval.ms": max(100, int(s.session_timeout_s * 1000 / 6)),
                 "max.poll.interval.ms": int(max(s.session_timeout_s, s.revoke_timeout_s * 2) * 1000),
-            }
+            },
         )
         self._consumer = consumer
         subscribed = list(self._topics)
@@ -775,9 +774,7 @@ class KeyedConsumer:
 
     def _read_members(self) -> None:
         """Other copies' heartbeats, for the throttle (a thread: the members partition from its end)."""
-        reader = Consumer(
-            {"bootstrap.servers": self.settings.bootstrap, "group.id": f"{self.settings.name}-members-reader"}
-        )
+        reader = partition_reader(self.settings.bootstrap, f"{self.settings.name}-members-reader")
         try:
             reader.assign([TopicPartition(self.settings.members_topic, 0, OFFSET_END)])
             while not self._stop.is_set():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
-from app.settings import get_settings
+from app.kafka.consuming import offset_client, partition_reader
 
 __all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
@@ -22,10 +22,12 @@ class TopicSpec:
 
 
 class KafkaAdmin:
-    def __init__(self, bootstrap: str, replication_factor: int | None = None) -> None:
+    """`replication_factor` is that of the topics it creates: callers that create topics pass
+    theirs (the KAFKA_REPLICATION_FACTOR setting); listing and offset lookups need none."""
 
+    def __init__(self, bootstrap: str, replication_factor: int = 1) -> None:
         self.bootstrap = bootstrap
-        self.replication_factor = replication_factor or get_settings().kafka_replication_factor
+        self.replication_factor = replication_factor
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def topics(self, timeout_s: float = 10.0) -> dict[str, int]:
@@ -115,9 +117,7 @@ class KafkaAdmin:
 
     def committed(self, group: str, topic: str, partitions: int) -> list[int]:
         """Committed offset of a consumer group per partition (-1 when none)."""
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": group, "enable.auto.commit": False}
-        )
+        consumer = offset_client(self.bootstrap, group)
         try:
             tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
             return [tp.offset if tp.offset >= 0 else -1 for tp in tps]
@@ -127,7 +127,7 @@ class KafkaAdmin:
 
 def committed_offsets(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
     """The consumer group's committed offset of each partition (0 where it has none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = offset_client(bootstrap, group)
     try:
         got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
         return [max(tp.offset, 0) for tp in got]
@@ -140,7 +140,7 @@ def resume_offsets(
 ) -> list[int]:
     """Where a consumer of the group resumes each partition: its committed offset, or the log
     start where it has none (auto.offset.reset=earliest)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = offset_client(bootstrap, group)
     try:
         got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
         starts = [consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[0] for t, p in tps]
@@ -153,19 +153,18 @@ def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_
     """End offsets that are right even where ListOffsets under-reports (see KafkaAdmin.end_offsets):
     the high watermark of a fetch response. One fetch per partition, from its last listed record, so
     a partition written all the time answers as soon as a quiet one (its end as of that fetch)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "hubstream-offsets",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
+    consumer = partition_reader(
+        bootstrap,
+        "hubstream-offsets",
+        partition_eof=True,
+        overrides={
             "fetch.max.bytes": 1048576,
             # The probe starts at a record, so a fetch answers as soon as the broker has read it.
             # Not shorter: the embedded broker answers an empty fetch when its read of a long
             # partition outlasts the wait, and a 10 ms wait never got the end of a 50,000-record
             # changelog partition (a worker's table recovery then crashed).
             "fetch.wait.max.ms": 500,
-        }
+        },
     )
     try:
         listed = [

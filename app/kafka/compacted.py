@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.consuming import offset_client, partition_reader
 from app.kafka.writing import produce_confirmed
 
 __all__ = ["Apply", "CompactedLog"]
@@ -21,9 +22,11 @@ Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombsto
 
 
 class CompactedLog:
-    def __init__(self, bootstrap: str, topic: str, *, reader_group: str, point: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, *, reader_group: str, point: str, replication_factor: int
+    ) -> None:
         self.bootstrap, self.topic = bootstrap, topic
-        self.admin = KafkaAdmin(bootstrap)
+        self.admin = KafkaAdmin(bootstrap, replication_factor)
         self.lock = threading.Lock()  # hold it around read_new and the reads of what it applied
         self._reader_group, self._write_point = reader_group, point
         self._position = 0
@@ -33,20 +36,11 @@ class CompactedLog:
     def _ensure(self) -> tuple[Consumer, Consumer]:
         if self._consumer is None or self._offsets is None:
             self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
-            self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "group.id": self._reader_group,
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                }
-            )
+            self._consumer = partition_reader(self.bootstrap, self._reader_group, partition_eof=True)
             self._consumer.assign([TopicPartition(self.topic, 0, self._position)])
             # Watermarks come from a second, idle consumer: on the reading one the request would
             # queue behind its long-poll fetch (fetch.wait.max.ms).
-            self._offsets = Consumer(
-                {"bootstrap.servers": self.bootstrap, "group.id": f"{self._reader_group}-offsets"}
-            )
+            self._offsets = offset_client(self.bootstrap, f"{self._reader_group}-offsets")
         return self._consumer, self._offsets
 
     def read_new(self, apply: Apply, timeout_s: float = 10.0) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Iterator, Mapping
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
+from app.kafka.consuming import offset_client, partition_reader
 
 __all__ = ["read_from", "read_to_end", "read_topic"]
 
@@ -44,14 +45,7 @@ def read_from(
     positions = {tp: starts[tp] for tp in tps if starts[tp] < ends[tp]}
     if not positions:
         return
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
+    consumer = partition_reader(bootstrap, group_id)
     try:
         consumer.assign([TopicPartition(t, p, at) for (t, p), at in positions.items()])
         deadline = time.monotonic() + timeout_s
@@ -77,7 +71,7 @@ def read_from(
 
 def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterator[Message]:
     """Every record of every partition of `topic` (none when it does not exist), to its end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hubstream-read-to-end"})
+    consumer = offset_client(bootstrap, "hubstream-read-to-end")
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
     finally:

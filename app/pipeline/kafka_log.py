@@ -17,11 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from app.crashpoints import crash_point
 from app.errors import InvalidInput, ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.consuming import partition_reader
 from app.kafka.producing import AsyncProducer, produce_failed, settle
 from app.kafka.reading import read_from
 from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
@@ -140,8 +141,8 @@ class KafkaCommitLog:
         self._max_message_bytes = max_message_bytes
         self._starting = asyncio.Lock()  # one batch handed over at a time: produce order = call order
 
-    def ensure_topic(self) -> None:
-        KafkaAdmin(self.bootstrap).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
+    def ensure_topic(self, replication_factor: int = 1) -> None:
+        KafkaAdmin(self.bootstrap, replication_factor).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
 
     def _get_producer(self) -> AsyncProducer:
         """Created on the first append: cursors-only users (CLI, writer drains) start no producer."""
@@ -187,14 +188,11 @@ class KafkaCursor:
 
     def __init__(self, bootstrap: str, topic: str, start: int) -> None:
         self.topic = topic
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"hubstream-pipeline-cursor-{topic}",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 50,
-            }
+        self._consumer = partition_reader(
+            bootstrap,
+            f"hubstream-pipeline-cursor-{topic}",
+            reset="earliest",
+            overrides={"fetch.wait.max.ms": 50},
         )
         self._consumer.assign([TopicPartition(topic, 0, max(start, 0))])
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"cursor-{topic}")

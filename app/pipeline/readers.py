@@ -17,9 +17,10 @@ from typing import Any
 import orjson
 import pymysql
 import pymysql.cursors
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from app.composite.store import MetadataStore
+from app.kafka.consuming import partition_reader
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
@@ -289,13 +290,10 @@ class CompositeSource(Threaded):
         finally:
             store.close()
         if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    "bootstrap.servers": self.settings.bootstrap,
-                    "group.id": f"hubstream-pipeline-source-{self.name}",
-                    "enable.auto.commit": False,
-                    "fetch.wait.max.ms": 50,
-                }
+            self._consumer = partition_reader(
+                self.settings.bootstrap,
+                f"hubstream-pipeline-source-{self.name}",
+                overrides={"fetch.wait.max.ms": 50},
             )
         new = []
         for storage in topic.storage_topics:

@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 
 def ensure_topics(settings: Settings, topics: PipelineTopics) -> None:
-    KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic()
-    KafkaAdmin(settings.bootstrap).create([TopicSpec(topics.control, 1), TopicSpec(topics.dlq, 1)])
+    KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic(settings.kafka_replication_factor)
+    KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create(
+        [TopicSpec(topics.control, 1), TopicSpec(topics.dlq, 1)]
+    )
 
 
 def freeze_startup_heap() -> None:
@@ -107,7 +109,7 @@ class PipelineHost:
         end = (
             await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, [(self.topics.control, 0)])
         )[0]
-        admin = KafkaAdmin(self.settings.bootstrap)
+        admin = KafkaAdmin(self.settings.bootstrap, self.settings.kafka_replication_factor)
         deadline = asyncio.get_running_loop().time() + timeout_s
         while self.applied_offset + 1 < end:
             committed = (

@@ -310,7 +310,9 @@ class KafkaSink(_Threaded):
         super().__init__("sink-kafka")
         self.topic = str(options["topic"])
         self.key_field = options.get("key_field")
-        KafkaAdmin(settings.bootstrap).create([TopicSpec(self.topic, int(options.get("partitions", 1)))])
+        KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create(
+            [TopicSpec(self.topic, int(options.get("partitions", 1)))]
+        )
         self._producer = Producer(
             {"bootstrap.servers": settings.bootstrap, "enable.idempotence": True, "linger.ms": 5}
         )

@@ -9,13 +9,14 @@ import uuid
 from contextlib import closing
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.consuming import offset_client
 from app.kafka.reading import read_from
 from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
 from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
@@ -75,7 +76,7 @@ def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Sub
 
 def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     crash_point("subscription.ops.commit")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = offset_client(bootstrap, group)
     try:
         consumer.commit(
             offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
@@ -209,7 +210,7 @@ def reset_offset(
                 tp = (s.name, p)
                 target[tp] = ends[tp] if i < idx else (min(offset, ends[tp]) if i == idx else 0)
     else:
-        consumer = Consumer({"bootstrap.servers": metadata.bootstrap, "group.id": group})
+        consumer = offset_client(metadata.bootstrap, group)
         try:
             found = consumer.offsets_for_times(
                 [TopicPartition(t, p, timestamp_ms or 0) for t, p in tps], timeout=10

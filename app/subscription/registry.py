@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from app.kafka.compacted import CompactedLog
+from app.settings import get_settings
 from app.subscription.errors import UnknownSubscription
 from app.subscription.model import Subscription
 
@@ -34,6 +35,7 @@ class SubscriptionRegistry:
             topic,
             reader_group="hubstream-subscription-registry",
             point="subscription.registry.write",
+            replication_factor=get_settings().kafka_replication_factor,
         )
         self._subs: dict[str, Subscription] = {}
         self._marks: dict[str, dict[int, dict[str, Any]]] = {}

@@ -55,7 +55,7 @@ def _produce(settings: Settings, topic: str, count: int, groups: int) -> None:
 
 def _seed_pipeline(settings: Settings, name: str, log_records: int, writer_offset: int) -> None:
     topics = PipelineTopics.of(name, settings.app_id)
-    KafkaAdmin(settings.bootstrap).create(
+    KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create(
         [TopicSpec(topics.log, 1), TopicSpec(topics.changelog, 1), TopicSpec(topics.control, 1)]
     )
     producer = Producer({"bootstrap.servers": settings.bootstrap})
