@@ -63,12 +63,14 @@ def reader_config(
     bootstrap: str,
     group_id: str,
     *,
-    reset: Reset = "latest",
+    reset: Reset = "earliest",
     partition_eof: bool = False,
     overrides: Overrides = None,
 ) -> dict[str, Any]:
     profile = {
-        # Positions are assigned, so this only moves one outside the log ("latest": librdkafka's default).
+        # Positions are assigned, so this only moves one outside the log: a read "from 0" of a
+        # topic whose oldest records retention deleted starts at the oldest kept, instead of
+        # librdkafka's default "latest", which would skip everything to the end.
         "auto.offset.reset": reset,
         "enable.partition.eof": partition_eof,  # a _PARTITION_EOF event when a read reaches the end
     }
@@ -95,7 +97,7 @@ def partition_reader(
     bootstrap: str,
     group_id: str,
     *,
-    reset: Reset = "latest",
+    reset: Reset = "earliest",
     partition_eof: bool = False,
     overrides: Overrides = None,
 ) -> Consumer:

@@ -35,19 +35,19 @@ def test_a_group_member_without_a_client_id_leaves_librdkafkas() -> None:
     assert member_config("b:9092", "orders", reset="latest")["auto.offset.reset"] == "latest"
 
 
-def test_a_reader_commits_nothing_and_keeps_librdkafkas_reset_and_eof_defaults() -> None:
+def test_a_reader_commits_nothing_and_resets_below_the_log_start_to_its_oldest_record() -> None:
     assert reader_config("b:9092", "hubstream-reader") == {
         "bootstrap.servers": "b:9092",
         "group.id": "hubstream-reader",
         "enable.auto.commit": False,
-        "auto.offset.reset": "latest",
+        "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
     }
 
 
-def test_a_reader_can_report_the_partition_end_and_reset_to_the_log_start() -> None:
-    conf = reader_config("b:9092", "g", reset="earliest", partition_eof=True)
-    assert conf["auto.offset.reset"] == "earliest"
+def test_a_reader_can_report_the_partition_end_and_reset_to_the_log_end() -> None:
+    conf = reader_config("b:9092", "g", reset="latest", partition_eof=True)
+    assert conf["auto.offset.reset"] == "latest"
     assert conf["enable.partition.eof"] is True
 
 
