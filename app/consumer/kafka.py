@@ -31,12 +31,20 @@ from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
-from app.consumer.engine import KEY_HEADER, Engine, Record, Work
+from app.consumer.engine import KEY_HEADER, Engine, Record, Work, message_id
 from app.consumer.inspect import changelog_states
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
-from app.consumer.owner import LaneSet, Request, decode_request, encode_reply, key_route, owner_answer
+from app.consumer.owner import (
+    InFlight,
+    LaneSet,
+    Request,
+    decode_request,
+    encode_reply,
+    key_route,
+    owner_answer,
+)
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
@@ -840,7 +848,7 @@ class KeyedConsumer:
             self.member_id,
             state,
             from_memory=loaded,
-            running=self._handler.running.get(lane),
+            running=self._running(lane),
             lane_waiting=self._lanes.waiting(lane),
             retry_due_ms=due,
             now_ms=int(time.time() * 1000),
@@ -851,6 +859,27 @@ class KeyedConsumer:
             await self._producer.send(s.replies_topic, 0, request.id.encode(), reply)
         except HubstreamError as exc:  # the requester falls back to the changelog
             log.info("%s: answer about key %r not written: %s", self.member_id, key, exc)
+
+    def _running(self, lane: Lane) -> InFlight | None:
+        """The record of `lane` a worker is on now (its handler call, or the retry/DLQ/state write
+        after it). Read from the worker's suspended frame, so the per-record path keeps no books
+        for a question asked now and then; a lane whose head waits for a free worker has none."""
+        for task, on in self._workers.items():
+            frame = task.get_coro().cr_frame if on == lane else None  # type: ignore[union-attr]
+            item = frame.f_locals.get("item") if frame is not None else None
+            if item is not None and item[2] == lane:
+                return self._in_flight(item)
+        return None
+
+    def _in_flight(self, item: Item) -> InFlight:
+        head, _tp, (partition, _key), idx = item
+        if isinstance(head, Work):
+            idx, offset = head.main
+            attempt = (head.meta.failed_attempts if head.meta is not None else 0) + 1
+        else:
+            offset, attempt = int(head.offset()), 1
+        topic = self.settings.source_topic(idx)
+        return InFlight(topic, offset, attempt, message_id(topic, partition, offset))
 
     def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None

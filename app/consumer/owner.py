@@ -24,7 +24,6 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from app.composite.routing import partition_for
-from app.consumer.model import Message
 from app.consumer.source import Source
 from app.errors import HubstreamError
 from app.subscription.state import GroupState
@@ -110,7 +109,8 @@ def decode_request(value: bytes | None) -> Request | None:
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    """The key's record whose handler call runs now."""
+    """The key's record a worker is on now (its handler call, or the write of its retry, DLQ or
+    state after it): the source record's topic and offset, and the attempt (1: the first)."""
 
     topic: str
     offset: int
@@ -124,9 +124,10 @@ class Answer:
 
     `state` is the key's GroupState (JSON; None: no state, the key never failed or recovered),
     from the owner's memory or from `<name>-state`. The rest only an owner knows: the record
-    running now, whether the key's lane is busy (a record admitted and not finished, running or
-    about to), how many of its records wait in the lane behind it, and the retry copies this copy
-    read that are not due yet (with the first one's due time)."""
+    running now, whether the key's lane is busy (a record admitted and not finished: running, or
+    waiting for a free worker), how many of its records wait in the lane behind that one, and the
+    retry copies this copy read and has not admitted yet (with the first one's due time: the
+    others wait behind it)."""
 
     partition: int
     source: Source_
@@ -168,14 +169,15 @@ def owner_answer(
     state: GroupState | None,
     *,
     from_memory: bool,
-    running: Message | None,
+    running: InFlight | None,
     lane_waiting: int | None,
     retry_due_ms: Iterable[int],
     now_ms: int,
 ) -> Answer:
     """The owner's answer. `lane_waiting`: None when the key's lane is idle, else the records
     waiting behind its running one; `retry_due_ms`: due times of the key's retry copies this copy
-    read and has not admitted yet."""
+    read and has not admitted yet, in the retry partition's order (the first one holds the rest:
+    a sidelined copy is due at once but waits behind it)."""
     due = list(retry_due_ms)
     return Answer(
         partition=partition,
@@ -183,13 +185,11 @@ def owner_answer(
         state=None if state is None else state.to_json(),
         state_from="memory" if from_memory else "changelog",
         member=member,
-        in_flight=None
-        if running is None
-        else InFlight(running.topic, running.offset, running.attempt, running.message_id),
+        in_flight=running,
         lane_busy=lane_waiting is not None,
         waiting=lane_waiting or 0,
         retry_waiting=len(due),
-        next_retry_due_ms=min(due) if due else None,
+        next_retry_due_ms=due[0] if due else None,
         loading=not from_memory,
         at_ms=now_ms,
     )

@@ -33,21 +33,17 @@ class ConsumerStats:
 
 
 class Counted:
-    """The handler as the copy calls it: counts attempts, failures and calls in flight, and keeps
-    the message each lane `(partition, ordering key)` is handling now (one per key at a time)."""
+    """The handler as the copy calls it: counts attempts, failures and calls in flight."""
 
     def __init__(self, handler: Handler, stats: ConsumerStats) -> None:
         self.handler = handler
         self.stats = stats
-        self.running: dict[tuple[int, str], Message] = {}
 
     async def __call__(self, message: Message) -> None:
         stats = self.stats
         stats.attempts += 1
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-        lane = (message.partition, message.ordering_key)
-        self.running[lane] = message
         try:
             await self.handler(message)
         except Exception:
@@ -55,4 +51,3 @@ class Counted:
             raise
         finally:
             stats.in_flight -= 1
-            self.running.pop(lane, None)

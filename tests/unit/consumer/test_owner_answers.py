@@ -160,7 +160,7 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
             for o, (_, h) in enumerate(queues.retry[1])
         ]
         consumer._admit_batch(copies)  # read back: they wait for the first one's due time
-        await async_wait_until(lambda: (0, "stuck") in consumer._handler.running, 5, "stuck running")
+        await async_wait_until(lambda: consumer._running((0, "stuck")), 5, "stuck running")
 
         await consumer._answer(Request("r1", "stuck", 0), 0)
         stuck = replies.last()
@@ -179,8 +179,9 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
         assert flaky.state == states.get(1, "flaky").to_json()  # type: ignore[union-attr]
         assert flaky.state is not None and flaky.state["retry_head"] == [0, 0]
         assert (flaky.in_flight, flaky.lane_busy, flaky.waiting, flaky.retry_waiting) == (None, False, 0, 2)
-        first_due = min(w.meta.due_ms for w, _ in consumer._retry_wait[1] if w.meta is not None)
-        assert flaky.next_retry_due_ms == first_due
+        head = consumer._retry_wait[1][0][0].meta  # the failed copy; the sidelined one waits behind it
+        assert head is not None and head.failure is not None
+        assert flaky.next_retry_due_ms == head.due_ms >= head.failure.failed_ms + 60_000
 
         # A partition taken and still loading: its state as the changelog has it.
         monkeypatch.setattr("app.consumer.kafka.changelog_states", lambda *_: {1: {"s": STATE, "at_ms": 5}})
@@ -193,7 +194,7 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
             await consumer._answer(Request("r4", "stuck", 0), 0)
         assert len(replies.sent) == 3
         release.set()
-        await async_wait_until(lambda: not consumer._handler.running, 5, "stuck finished")
+        await async_wait_until(lambda: consumer._lanes.waiting((0, "stuck")) is None, 5, "stuck done")
         await consumer._answer(Request("r5", "stuck", 0), 0)
         assert replies.last().lane_busy is False and replies.last().in_flight is None
     finally:
