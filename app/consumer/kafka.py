@@ -171,8 +171,14 @@ class KeyedConsumer:
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
-            asyncio.create_task(asyncio.to_thread(self._read_requests)),
         ]
+        # Its own thread, not the loop's executor: the copies of a process share that executor
+        # (a few threads on a small machine), and a long-lived reader there would starve the
+        # blocking reads a rebalance needs (key states, retry and DLQ copies).
+        requests = threading.Thread(
+            target=self._read_requests, name=f"requests-{self.member_id}", daemon=True
+        )
+        requests.start()
         if self._store is not None:
             helpers.append(asyncio.create_task(self._source_loop(self._store)))
         if self._throttle is not None:
@@ -190,6 +196,7 @@ class KeyedConsumer:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await asyncio.to_thread(requests.join, 5)
             await self._leave()
             await self._producer.close()
             if self._store is not None:

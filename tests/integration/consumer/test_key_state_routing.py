@@ -12,11 +12,15 @@ import os
 import socket
 import time
 import zlib
+from typing import Any
 
+import orjson
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from app.cli.consumer import consumer as consumer_cli
 from app.consumer import ConsumerSettings, KeyedConsumer, Member, Message, RetriableError, RetryPolicy
 from app.consumer.inspect import ask_owner, key_state
 from app.consumer.owner import CRC32, KeyAnswer
@@ -53,6 +57,13 @@ def produce(bootstrap: str, topic: str, keys: list[str]) -> list[tuple[str, int,
         producer.flush(10)  # one at a time: the offsets are the order of `keys`
     assert len(placed) == len(keys)
     return placed
+
+
+async def cli(*args: str) -> Any:
+    """`hubstream consumer ARGS`, its printed JSON."""
+    result = await asyncio.to_thread(CliRunner().invoke, consumer_cli, list(args))
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.output)
 
 
 def heartbeat_nobody_answers(bootstrap: str, name: str) -> None:
@@ -120,6 +131,9 @@ async def test_the_owning_copy_answers_then_the_changelog(kafka: Settings, uniqu
         assert answer.in_flight is not None
         assert (answer.in_flight.offset, answer.in_flight.attempt) == (stuck_offsets[0], 1)
         assert (answer.lane_busy, answer.state, answer.state_from) == (True, None, "memory")
+        shown = await cli("state", name, stuck)
+        assert shown["source"] == "owner" and shown["partitions"]["0"]["member"] == owner_0.member_id
+        assert shown["partitions"]["0"]["in_flight"]["offset"] == stuck_offsets[0]
 
         async def flaky_waiting() -> KeyAnswer | None:
             got = await asked(flaky)
@@ -162,6 +176,9 @@ async def test_the_owning_copy_answers_then_the_changelog(kafka: Settings, uniqu
         assert got.source == "changelog" and "no live copy" in got.note
         assert {p: a.state for p, a in got.partitions.items()} == {3: flaky_state}
         assert (await asked(stuck)).partitions == {}  # it never failed: no state
+        shown = await cli("state", name, flaky)
+        assert shown["source"] == "changelog" and shown["partitions"]["3"]["state"] == flaky_state
+        assert (await cli("state", name, flaky, "--from-changelog"))["3"]["s"] == flaky_state
 
         # A copy looks live but answers nothing: the asker waits out its timeout, then the changelog.
         await asyncio.to_thread(heartbeat_nobody_answers, bootstrap, name)
