@@ -843,24 +843,24 @@ class KeyedConsumer:
         s, key = self.settings, request.key
         lane = (partition, key)
         loaded = partition in self._owned
-        if loaded:
-            state = self._states.get(partition, key)
-        else:
-            found = await asyncio.to_thread(changelog_states, s.bootstrap, s.name, key, [partition])
-            state = GroupState.from_json(found[partition]["s"]) if partition in found else None
-        waiting = self._retry_wait.get(partition, ())
-        due = [w.meta.due_ms for w, _ in waiting if w.ordering_key == key and w.meta is not None]
-        answer = owner_answer(
-            partition,
-            self.member_id,
-            state,
-            from_memory=loaded,
-            running=self._running(lane),
-            lane_waiting=self._lanes.waiting(lane),
-            retry_due_ms=due,
-            now_ms=int(time.time() * 1000),
-        )
         try:
+            if loaded:
+                state = self._states.get(partition, key)
+            else:
+                found = await asyncio.to_thread(changelog_states, s.bootstrap, s.name, key, [partition])
+                state = GroupState.from_json(found[partition]["s"]) if partition in found else None
+            waiting = self._retry_wait.get(partition, ())
+            due = [w.meta.due_ms for w, _ in waiting if w.ordering_key == key and w.meta is not None]
+            answer = owner_answer(
+                partition,
+                self.member_id,
+                state,
+                from_memory=loaded,
+                running=self._running(lane),
+                lane_waiting=self._lanes.waiting(lane),
+                retry_due_ms=due,
+                now_ms=int(time.time() * 1000),
+            )
             crash_point("consumer.state.reply")
             reply = encode_reply(request.id, answer)
             await self._producer.send(s.replies_topic, 0, request.id.encode(), reply)

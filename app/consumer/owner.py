@@ -139,7 +139,9 @@ class Answer:
     waiting: int = 0
     retry_waiting: int = 0
     next_retry_due_ms: int | None = None
-    loading: bool = False  # the owner took the partition and is still loading its key states
+    # The copy holds the partition but not its key states in memory: still loading them as it
+    # takes the partition (or, for a moment, giving it up); `state` is the changelog's.
+    loading: bool = False
     at_ms: int = 0  # when the owner answered; for the changelog, when the state was written
 
     @property
