@@ -23,7 +23,7 @@ from app.consumer import (
     record_key,
     run_forever,
 )
-from app.consumer.inspect import dead_letters, key_state, members
+from app.consumer.inspect import ask_owner, dead_letters, key_state, members
 from app.consumer.replay import replay_dead_letters
 from app.errors import InvalidInput
 from app.settings import get_settings
@@ -127,10 +127,19 @@ def members_cmd(name: str) -> None:
 @consumer.command("state")
 @click.argument("name")
 @click.argument("key")
-def state_cmd(name: str, key: str) -> None:
-    """The state of ordering KEY (retry head, RQ/DLQ pointers) per partition; {} for a key that
-    never failed."""
-    echo_json(key_state(get_settings().bootstrap, name, key))
+@click.option("--from-changelog", is_flag=True, help="read <NAME>-state only; do not ask the owning copy")
+@click.option("--timeout-s", type=float, default=5.0, show_default=True, help="wait for the owner's answer")
+@click.option("--all-partitions", is_flag=True, help="ask every partition's owner, not only the key's")
+def state_cmd(name: str, key: str, from_changelog: bool, timeout_s: float, all_partitions: bool) -> None:
+    """The state of ordering KEY, answered by the copy that owns it (its state, the record of the
+    key in flight, its records waiting), or from the changelog when no owner answers in time;
+    `source` says which. --from-changelog: the key state per partition of <NAME>-state only ({}
+    for a key that never failed)."""
+    bootstrap = get_settings().bootstrap
+    if from_changelog:
+        echo_json(key_state(bootstrap, name, key))
+        return
+    echo_json(ask_owner(bootstrap, name, key, timeout_s, everywhere=all_partitions).to_json())
 
 
 @consumer.command("dlq")

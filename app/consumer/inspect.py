@@ -1,20 +1,27 @@
 """What any process can ask about a consumer from its topics, without being one of its copies:
-the live members, the state of a key, the dead letters."""
+the live members, the state of a key (from its owning copy, or the changelog), the dead letters."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from app.consumer.engine import KEY_HEADER
 from app.consumer.members import Member, live_members
-from app.kafka.admin import KafkaAdmin
+from app.consumer.owner import Answer, KeyAnswer, Request, ask, decode_reply, encode_request
+from app.crashpoints import crash_point
+from app.errors import ServiceUnavailable
+from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
 from app.subscription.errors import UndecodableMessage
 from app.subscription.records import decode_internal, user_headers
 
-__all__ = ["dead_letters", "key_state", "members"]
+__all__ = ["ask_owner", "changelog_states", "dead_letters", "key_state", "members"]
 
 
 def members(bootstrap: str, name: str) -> list[Member]:
@@ -22,17 +29,85 @@ def members(bootstrap: str, name: str) -> list[Member]:
 
 
 def key_state(bootstrap: str, name: str, key: str) -> dict[int, dict[str, Any]]:
-    """The newest state of `key` in each partition that has one (a key that never failed has none:
-    it is delivered straight away)."""
+    """The newest state of `key` in each partition of the changelog `<name>-state` that has one
+    (a key that never failed has none: it is delivered straight away)."""
+    return changelog_states(bootstrap, name, key, _partitions(bootstrap, f"{name}-state"))
+
+
+def changelog_states(bootstrap: str, name: str, key: str, partitions: list[int]) -> dict[int, dict[str, Any]]:
+    """`key`'s newest value (`{"s": GroupState JSON, "at_ms": written}`) in these partitions of
+    `<name>-state`, where it has one."""
     found: dict[int, dict[str, Any] | None] = {}
     wanted = key.encode()
     topic = f"{name}-state"
-    partitions = _partitions(bootstrap, topic)
     for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
         if msg.key() == wanted:
             value = msg.value()
             found[msg.partition()] = None if value is None else orjson.loads(value)
     return {p: v for p, v in found.items() if v is not None}
+
+
+def ask_owner(
+    bootstrap: str, name: str, key: str, timeout_s: float = 5.0, *, everywhere: bool = False
+) -> KeyAnswer:
+    """The state of ordering key `key` as the copy owning it sees it (its state in memory, the
+    record of the key running now, its records waiting), asked through `<name>-requests`; what no
+    owner answers within `timeout_s` (no copy live, a rebalance) comes from the changelog, and
+    the answer's `source` says which. `everywhere`: ask every lane partition's owner (for
+    producers that do not partition the source by the ordering key with librdkafka's default
+    partitioner)."""
+    return ask(KafkaAsking(bootstrap, name), key, timeout_s, everywhere=everywhere)
+
+
+class KafkaAsking:
+    """`owner.Transport` on the broker."""
+
+    def __init__(self, bootstrap: str, name: str) -> None:
+        self.bootstrap = bootstrap
+        self.name = name
+        self.requests = f"{name}-requests"
+        self.replies_topic = f"{name}-replies"
+
+    def routes(self) -> list[str]:
+        return [m.key_route for m in members(self.bootstrap, self.name)]
+
+    def lanes(self) -> int:
+        return KafkaAdmin(self.bootstrap).topics().get(self.requests, 0)
+
+    def reply_mark(self) -> int:
+        return true_end_offsets(self.bootstrap, [(self.replies_topic, 0)])[0]
+
+    def send(self, partitions: list[int], request: Request) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
+        value, key = encode_request(request), request.key.encode()
+        for p in partitions:
+            crash_point("consumer.state.request")
+            produce_blocking(producer, self.requests, value, key, partition=p)
+        if producer.flush(10) > 0:
+            raise ServiceUnavailable(f"{self.requests}: the request was not confirmed within 10 s")
+
+    def replies(self, since: int, timeout_s: float) -> Iterator[tuple[str, Answer]]:
+        reader = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"{self.name}-replies-reader",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
+        )
+        try:
+            reader.assign([TopicPartition(self.replies_topic, 0, since)])
+            deadline = time.monotonic() + timeout_s
+            while (left := deadline - time.monotonic()) > 0:
+                for msg in reader.consume(100, min(left, 0.2)):
+                    reply = decode_reply(msg.value()) if msg.error() is None else None
+                    if reply is not None:
+                        yield reply
+        finally:
+            reader.close()
+
+    def changelog(self, key: str) -> dict[int, dict[str, Any]]:
+        return key_state(self.bootstrap, self.name, key)
 
 
 def dead_letters(bootstrap: str, name: str, limit: int = 100) -> list[dict[str, Any]]:

@@ -31,10 +31,20 @@ from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
-from app.consumer.engine import KEY_HEADER, Engine, Record, Work
+from app.consumer.engine import KEY_HEADER, Engine, Record, Work, message_id
+from app.consumer.inspect import changelog_states
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
+from app.consumer.owner import (
+    InFlight,
+    LaneSet,
+    Request,
+    decode_request,
+    encode_reply,
+    key_route,
+    owner_answer,
+)
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
@@ -50,6 +60,7 @@ from app.settings import get_settings
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
+from app.subscription.state import GroupState
 
 __all__ = ["KeyedConsumer"]
 
@@ -102,6 +113,11 @@ class KeyedConsumer:
         self._switch_seen_at: float | None = None
         self._held_logged = -1
         self._topics: list[str] = [settings.topic, settings.retry_topic]
+        # Questions about a key: the lane partitions this copy answers for (handed over by the
+        # rebalance callbacks to the request reader) and the answers being written.
+        self._request_lanes = LaneSet()
+        self._answering: set[asyncio.Task[None]] = set()
+        self._key_route = ""
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -118,6 +134,7 @@ class KeyedConsumer:
                 await asyncio.to_thread(self._store.close)
                 raise
         self.partitions = await asyncio.to_thread(ensure_topics, s, self._source if self._store else None)
+        self._key_route = key_route(s.key_of is record_key, self._source)
         if s.global_in_flight is not None and s.global_in_flight < self.partitions:
             raise ConfigError(
                 f"global_in_flight={s.global_in_flight} is below the {self.partitions} partitions of "
@@ -154,6 +171,13 @@ class KeyedConsumer:
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
         ]
+        # Its own thread, not the loop's executor: the copies of a process share that executor
+        # (a few threads on a small machine), and a long-lived reader there would starve the
+        # blocking reads a rebalance needs (key states, retry and DLQ copies).
+        requests = threading.Thread(
+            target=self._read_requests, name=f"requests-{self.member_id}", daemon=True
+        )
+        requests.start()
         if self._store is not None:
             helpers.append(asyncio.create_task(self._source_loop(self._store)))
         if self._throttle is not None:
@@ -167,10 +191,11 @@ class KeyedConsumer:
             raise
         finally:
             self._stop.set()
-            helpers += list(self._workers)
+            helpers += list(self._workers) + list(self._answering)
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await asyncio.to_thread(requests.join, 5)
             await self._leave()
             await self._producer.close()
             if self._store is not None:
@@ -328,6 +353,7 @@ class KeyedConsumer:
         s = self.settings
         mains = sorted(tp.partition for tp in partitions if tp.topic == self._lane_topic)
         log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
+        self._request_lanes.add(mains)  # answered from the changelog until their states are loaded
         if self._store is None:
             asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
         else:
@@ -377,6 +403,7 @@ class KeyedConsumer:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
         self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
+        self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
 
     def _commit(self, consumer: Consumer, offsets: dict[TP, Commit]) -> None:
         """Commit on the poll thread only: commits and rebalances then never overlap, and an
@@ -400,6 +427,7 @@ class KeyedConsumer:
         self._loop.call_soon_threadsafe(self._committed.update, taken)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
 
     # -- event loop: ownership -------------------------------------------------------------------
@@ -741,6 +769,7 @@ class KeyedConsumer:
             dead_lettered=st.dead_lettered,
             lag=lag,
             throttled=self._throttle is not None and self._throttle.active(time.time()),
+            key_route=self._key_route,
         )
 
     async def _write_dlq_marks(self) -> None:
@@ -792,6 +821,96 @@ class KeyedConsumer:
         finally:
             reader.close()
 
+    # -- questions about a key (app.consumer.owner) ---------------------------------------------
+    def _read_requests(self) -> None:
+        """Read the requests partitions of the lanes this copy owns (a thread; assigned, not
+        subscribed: no group), each from its end when it became ours, and answer on the loop."""
+        s = self.settings
+        reader = Consumer(
+            {
+                "bootstrap.servers": s.bootstrap,
+                "group.id": f"{s.name}-requests-reader",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
+        )
+        assigned: frozenset[int] = frozenset()
+        try:
+            while not self._stop.is_set():
+                lanes = self._request_lanes.now()
+                if lanes != assigned:
+                    _reassign(reader, s.requests_topic, assigned, lanes)
+                    assigned = lanes
+                for msg in reader.consume(100, 0.2):
+                    request = decode_request(msg.value()) if msg.error() is None else None
+                    if request is None or msg.partition() not in assigned:
+                        continue
+                    if request.stale(int(time.time() * 1000)) or self._stop.is_set():
+                        continue
+                    with contextlib.suppress(RuntimeError):  # the loop closed as the copy stopped
+                        self._call_in_loop(self._answer_soon, request, msg.partition())
+        finally:
+            reader.close()
+
+    def _answer_soon(self, request: Request, partition: int) -> None:
+        if self._stop.is_set():  # stopping: the helpers are being cancelled
+            return
+        task = asyncio.create_task(self._answer(request, partition))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, request: Request, partition: int) -> None:
+        """Reply with this copy's view of the key in `partition`: its state as held in memory (as
+        the changelog has it while the partition's states are still loading), the record of the
+        key running now, its records waiting in the lane and its retry copies not due yet."""
+        s, key = self.settings, request.key
+        lane = (partition, key)
+        loaded = partition in self._owned
+        try:
+            if loaded:
+                state = self._states.get(partition, key)
+            else:
+                found = await asyncio.to_thread(changelog_states, s.bootstrap, s.name, key, [partition])
+                state = GroupState.from_json(found[partition]["s"]) if partition in found else None
+            waiting = self._retry_wait.get(partition, ())
+            due = [w.meta.due_ms for w, _ in waiting if w.ordering_key == key and w.meta is not None]
+            answer = owner_answer(
+                partition,
+                self.member_id,
+                state,
+                from_memory=loaded,
+                running=self._running(lane),
+                lane_waiting=self._lanes.waiting(lane),
+                retry_due_ms=due,
+                now_ms=int(time.time() * 1000),
+            )
+            crash_point("consumer.state.reply")
+            reply = encode_reply(request.id, answer)
+            await self._producer.send(s.replies_topic, 0, request.id.encode(), reply)
+        except HubstreamError as exc:  # the requester falls back to the changelog
+            log.info("%s: answer about key %r not written: %s", self.member_id, key, exc)
+
+    def _running(self, lane: Lane) -> InFlight | None:
+        """The record of `lane` a worker is on now (its handler call, or the retry/DLQ/state write
+        after it). Read from the worker's suspended frame, so the per-record path keeps no books
+        for a question asked now and then; a lane whose head waits for a free worker has none."""
+        for task, on in self._workers.items():
+            frame = task.get_coro().cr_frame if on == lane else None  # type: ignore[union-attr]
+            item = frame.f_locals.get("item") if frame is not None else None
+            if item is not None and item[2] == lane:
+                return self._in_flight(item)
+        return None
+
+    def _in_flight(self, item: Item) -> InFlight:
+        head, _tp, (partition, _key), idx = item
+        if isinstance(head, Work):
+            idx, offset = head.main
+            attempt = (head.meta.failed_attempts if head.meta is not None else 0) + 1
+        else:
+            offset, attempt = int(head.offset()), 1
+        topic = self.settings.source_topic(idx)
+        return InFlight(topic, offset, attempt, message_id(topic, partition, offset))
+
     def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(fn, *args)
@@ -818,6 +937,16 @@ def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
         if high >= 0:
             highs[(tp.topic, tp.partition)] = high
     return highs
+
+
+def _reassign(reader: Consumer, topic: str, before: frozenset[int], lanes: frozenset[int]) -> None:
+    """Assign `lanes` of `topic`: partitions kept go on from where they are, new ones start at
+    their end (questions asked before this copy owned a lane were its previous owner's)."""
+    kept = [TopicPartition(topic, p) for p in sorted(before & lanes)]
+    at = {tp.partition: tp.offset for tp in reader.position(kept)} if kept else {}
+    reader.assign(
+        [TopicPartition(topic, p, at[p] if at.get(p, -1) >= 0 else OFFSET_END) for p in sorted(lanes)]
+    )
 
 
 def _record(msg: KafkaMessage) -> Record:

@@ -29,6 +29,7 @@ class Member:
     dead_lettered: int = 0
     lag: int = 0
     throttled: bool = False
+    key_route: str = ""  # how ordering keys map to lane partitions (app.consumer.owner.key_route)
 
     def encode(self) -> bytes:
         return orjson.dumps(asdict(self))

@@ -115,7 +115,8 @@ class ThrottlePolicy:
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """One consumer, the same in every copy. `name` is the Kafka consumer group and the prefix of
-    its own topics: `<name>-retry`, `<name>-dlq`, `<name>-state` (compacted), `<name>-members`.
+    its own topics: `<name>-retry`, `<name>-dlq`, `<name>-state` (compacted), `<name>-members`,
+    `<name>-requests` and `<name>-replies` (questions about a key, answered by its owner).
 
     The source is `topic` (a Kafka topic) or `composite_topic` (a composite topic's name, resolved
     in the metadata topic `metadata_topic`, by default the COMPOSITE_METADATA_TOPIC setting): its
@@ -194,3 +195,13 @@ class ConsumerSettings:
     @property
     def members_topic(self) -> str:
         return f"{self.name}-members"
+
+    @property
+    def requests_topic(self) -> str:
+        """Questions about a key, in the key's lane partition, read by the partition's owner."""
+        return f"{self.name}-requests"
+
+    @property
+    def replies_topic(self) -> str:
+        """The owners' answers (one partition)."""
+        return f"{self.name}-replies"

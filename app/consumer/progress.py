@@ -226,6 +226,12 @@ class KeyLanes(Generic[K, T]):
         del self._waiting[key]
         return None
 
+    def waiting(self, key: K) -> int | None:
+        """None when the lane is idle, else how many items wait behind its running one."""
+        if key not in self._waiting:
+            return None
+        return len(self._waiting[key] or ())
+
     def drop(self, keys: set[K]) -> int:
         """Forget these lanes (their partition was revoked); returns the items dropped."""
         dropped = 0

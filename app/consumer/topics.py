@@ -14,6 +14,8 @@ from app.settings import get_settings
 
 __all__ = ["drained_facts", "ensure_topics", "resolve_source"]
 
+_QUESTIONS_KEPT_MS = 3_600_000  # requests and replies are worth seconds; an hour is plenty
+
 
 def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:
     """The source as defined now (blocking): the topic, or the composite topic read from `store`."""
@@ -52,16 +54,19 @@ def ensure_topics(settings: ConsumerSettings, source: Source | None = None) -> i
         source = resolve_source(settings)
     partitions = source.lanes
     compacted = {"cleanup.policy": "compact"}
+    short = {"retention.ms": str(_QUESTIONS_KEPT_MS)}
     admin.ensure(
         [
             TopicSpec(settings.retry_topic, partitions),
             TopicSpec(settings.dlq_topic, partitions),
             TopicSpec(settings.state_topic, partitions, compacted),
             TopicSpec(settings.members_topic, 1, compacted),
+            TopicSpec(settings.requests_topic, partitions, short),
+            TopicSpec(settings.replies_topic, 1, short),
         ]
     )
     found = admin.topics()
-    for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic):
+    for own in (settings.retry_topic, settings.dlq_topic, settings.state_topic, settings.requests_topic):
         if found.get(own) != partitions:
             raise ConfigError(
                 f"{own} has {found.get(own)} partitions, {source.composite.storage_topics[0].name} has "

@@ -44,6 +44,7 @@ POINT_ELSEWHERE = {
         "its callers name their point before each record (batch.acks.produce,"
         " pipeline.writer.kafka.produce, spark.ingest.produce; the composite producer's as below)"
     ),
+    "app/consumer/owner.py::ask": "its transport's send passes consumer.state.request (inspect.KafkaAsking)",
     "app/composite/producer.py::produce": (
         "the producer's callers name their point (subscription.rq.confirmed, subscription.dlq.confirmed)"
     ),
