@@ -31,10 +31,10 @@ from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
-from app.consumer.engine import KEY_HEADER, Engine, Record, Work, message_id
+from app.consumer.engine import KEY_HEADER, Engine, Record, Work
 from app.consumer.inspect import changelog_states
 from app.consumer.members import Member, decode_member
-from app.consumer.model import ConsumerSettings, Handler, Message, record_key
+from app.consumer.model import ConsumerSettings, Handler, Message, message_id, record_key
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
 from app.consumer.owner import (
     InFlight,
@@ -94,7 +94,7 @@ class KeyedConsumer:
         self._ready: deque[Item] = deque()  # heads of lanes, for the next free worker
         self._idle: deque[asyncio.Future[None]] = deque()  # workers waiting for a lane
         self._lane_ended = asyncio.Event()
-        self._workers: dict[asyncio.Task[None], tuple[int, str] | None] = {}  # worker -> its lane
+        self._workers: dict[asyncio.Task[None], Item | None] = {}  # worker -> the record it is on
         self._retry_wait: dict[int, deque[tuple[Work, TP]]] = {}
         self._retry_paused: set[int] = set()
         self._retry_arrived = asyncio.Event()
@@ -488,7 +488,7 @@ class KeyedConsumer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lane_ended.wait(), timeout=deadline - time.monotonic())
         self._owned -= mains  # what still waits is dropped; handlers still running are abandoned
-        stuck = [task for task, lane in self._workers.items() if lane is not None and lane[0] in mains]
+        stuck = [task for task, on in self._workers.items() if on is not None and on[2][0] in mains]
         for task in stuck:
             task.cancel()
         if stuck:
@@ -636,9 +636,9 @@ class KeyedConsumer:
             item: Item | None = self._ready.popleft()
             assert item is not None
             lane = item[2]
-            self._workers[me] = lane
             try:
                 while item is not None:
+                    self._workers[me] = item  # what a question about the key is told runs now
                     if lane[0] not in self._owned:
                         self._buffered -= 1 + self._lanes.drop({lane})
                         break
@@ -892,13 +892,10 @@ class KeyedConsumer:
 
     def _running(self, lane: Lane) -> InFlight | None:
         """The record of `lane` a worker is on now (its handler call, or the retry/DLQ/state write
-        after it). Read from the worker's suspended frame, so the per-record path keeps no books
-        for a question asked now and then; a lane whose head waits for a free worker has none."""
-        for task, on in self._workers.items():
-            frame = task.get_coro().cr_frame if on == lane else None  # type: ignore[union-attr]
-            item = frame.f_locals.get("item") if frame is not None else None
-            if item is not None and item[2] == lane:
-                return self._in_flight(item)
+        after it); a lane whose head waits for a free worker has none."""
+        for on in self._workers.values():
+            if on is not None and on[2] == lane:
+                return self._in_flight(on)
         return None
 
     def _in_flight(self, item: Item) -> InFlight:
