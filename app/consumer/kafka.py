@@ -49,6 +49,7 @@ from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, part
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats, Counted
+from app.consumer.threads import in_own_thread
 from app.consumer.throttle import Sample, Throttle
 from app.consumer.topics import drained_facts, ensure_topics, resolve_source
 from app.crashpoints import crash_point
@@ -166,23 +167,17 @@ class KeyedConsumer:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
-        helpers = [
+        helpers: list[asyncio.Future[Any]] = [
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
         ]
-        # Its own thread, not the loop's executor: the copies of a process share that executor
-        # (a few threads on a small machine), and a long-lived reader there would starve the
-        # blocking reads a rebalance needs (key states, retry and DLQ copies).
-        requests = threading.Thread(
-            target=self._read_requests, name=f"requests-{self.member_id}", daemon=True
-        )
-        requests.start()
+        requests = in_own_thread(self._read_requests, name=f"requests-{self.member_id}")
         if self._store is not None:
             helpers.append(asyncio.create_task(self._source_loop(self._store)))
         if self._throttle is not None:
-            helpers.append(asyncio.create_task(asyncio.to_thread(self._read_members)))
-        poll = asyncio.ensure_future(asyncio.to_thread(self._poll_loop, consumer, subscribed))
+            helpers.append(in_own_thread(self._read_members, name=f"members-{self.member_id}"))
+        poll = in_own_thread(self._poll_loop, consumer, subscribed, name=f"poll-{self.member_id}")
         try:
             await asyncio.shield(poll)
         except asyncio.CancelledError:
@@ -195,7 +190,7 @@ class KeyedConsumer:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-            await asyncio.to_thread(requests.join, 5)
+            await asyncio.wait([requests], timeout=5)
             await self._leave()
             await self._producer.close()
             if self._store is not None:
