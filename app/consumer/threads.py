@@ -35,7 +35,7 @@ def in_own_thread(fn: Callable[..., T], *args: Any, name: str) -> asyncio.Future
     def main() -> None:
         try:
             result = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task as it is
+        except BaseException as exc:  # handed to the awaiting task as it is
             outcome: tuple[T | None, BaseException | None] = (None, exc)
         else:
             outcome = (result, None)
