@@ -99,13 +99,14 @@ async def library(all_batches: list[list[KafkaMessage]], partitions: int, commit
     records = sum(len(b) for b in all_batches)
     start = time.process_time()
     for i, batch in enumerate(all_batches):
-        while consumer._buffered >= settings.buffered:  # the poll thread waits while the buffer is full
+        # the poll thread waits while the buffer is full
+        while consumer._buffered + consumer._posted - consumer._admitted >= settings.buffered:
             await lane_ended(consumer)
         consumer._posted += len(batch)
         consumer._admit_batch(batch)
         if i % commit_every == commit_every - 1:
             consumer._committed.update(await consumer._to_commit())
-    while consumer._buffered:
+    while consumer._buffered or consumer._pull_open:
         await lane_ended(consumer)
     consumer._committed.update(await consumer._to_commit())
     elapsed = time.process_time() - start

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
@@ -31,6 +31,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
+from app.consumer.eager import Suspended, resume, start
 from app.consumer.engine import KEY_HEADER, Engine, Record, Work
 from app.consumer.inspect import changelog_states
 from app.consumer.members import Member, decode_member
@@ -93,6 +94,10 @@ class KeyedConsumer:
         self._metadata_missing_logged = False
         self._lanes: KeyLanes[Lane, Item] = KeyLanes()
         self._ready: deque[Item] = deque()  # heads of lanes, for the next free worker
+        # Fetched batches not taken yet, and the one being taken (workers share it, in order).
+        self._inbox: deque[list[KafkaMessage]] = deque()
+        self._pulling: Iterator[KafkaMessage] = iter(())
+        self._pull_open = False  # records may be left in the inbox
         self._idle: deque[asyncio.Future[None]] = deque()  # workers waiting for a lane
         self._lane_ended = asyncio.Event()
         self._workers: dict[asyncio.Task[None], Item | None] = {}  # worker -> the record it is on
@@ -477,6 +482,7 @@ class KeyedConsumer:
         # Finish what was read of these partitions, the records waiting behind a busy key too:
         # a record left undone holds the commit below every later record that finished, and the
         # next owner would handle those again. Past revoke_timeout_s the rest is abandoned.
+        self._purge_inbox(mains)
         deadline = time.monotonic() + self.settings.revoke_timeout_s
         while self._lanes.any_of(mains) and time.monotonic() < deadline:
             self._lane_ended.clear()
@@ -508,16 +514,40 @@ class KeyedConsumer:
 
     # -- event loop: records ---------------------------------------------------------------------
     def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
-        retry_topic = self.settings.retry_topic
-        by_record_key = self.settings.key_of is record_key
-        owned, trackers = self._owned, self._trackers
-        self._admitted += len(msgs)
-        # A fetch hands over runs of one partition: its tracker and storage index are looked up
-        # once per run.
-        at: tuple[str, int] | None = None
+        """A fetched batch, as the poll thread hands it over: workers take its records in order."""
+        self._inbox.append(msgs)
+        self._pull_open = True
+        if self._idle:
+            self._wake_one()
+
+    async def _pull(self, me: asyncio.Task[None]) -> None:
+        """Take records off the inbox, in fetch order: each is read into its partition's offsets
+        and goes to its key's lane. A main record of a key without state whose lane is idle runs
+        here at once: a handler call that ends without suspending needs no lane, queue or
+        wake-up; one that suspends holds its lane and this worker until it ends. Returns when the
+        inbox is empty, or when a lane head waits in `_ready` and no other worker is free."""
+        s = self.settings
+        retry_topic = s.retry_topic
+        eager = (
+            s.key_of is record_key and self._shares is None and self._throttle is None and s.filter is None
+        )
+        owned, trackers, ready, lanes = self._owned, self._trackers, self._ready, self._lanes
+        busy = lanes.busy_keys
+        stats, handler, engine = self.stats, self._handler.handler, self._engine
+        at: TP | None = None
         tracker: OffsetTracker | None = None
         idx = 0
-        for msg in msgs:
+        while True:
+            msg = next(self._pulling, None)
+            if msg is None:
+                if not self._inbox:
+                    self._pull_open = False
+                    self._lane_ended.set()
+                    return
+                batch = self._inbox.popleft()
+                self._admitted += len(batch)
+                self._pulling = iter(batch)
+                continue
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("%s: %s", self.member_id, msg.error())
@@ -525,6 +555,8 @@ class KeyedConsumer:
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
             if partition not in owned:
                 continue  # read before its partition was revoked
+            # A fetch hands over runs of one partition: its tracker and storage index are looked
+            # up once per run (and again after this worker waited: a rebalance may have run).
             if at is None or at[1] != partition or at[0] != topic:
                 at = (topic, partition)
                 tracker = trackers.get(at)
@@ -535,20 +567,55 @@ class KeyedConsumer:
             elif offset < tracker.next_offset:
                 continue  # handed over twice (a fetch repeated around a rebalance): taken already
             if not tracker.read(offset):
-                self.stats.skipped += 1  # finished before a crash (the commit's metadata says)
+                stats.skipped += 1  # finished before a crash (the commit's metadata says)
                 continue
-            if topic != retry_topic:
-                self._buffered += 1
-                if by_record_key:  # the default: the key alone, no Work until the engine needs one
-                    key = (msg.key() or b"").decode("utf-8", "replace")
-                    self._admit((msg, tp, (partition, key), idx))
-                else:
-                    work = self._main_work(_record(msg), idx)
-                    self._admit((work, tp, work.lane, idx))
-            else:  # counted in the buffer once due: waiting copies must not hold the source back
-                record = _record(msg)
+            if topic == retry_topic:  # counted in the buffer once due: waiting copies must not
+                record = _record(msg)  # hold the source back
                 self._retry_wait.setdefault(partition, deque()).append((self._retry_work(record), tp))
                 self._retry_arrived.set()
+                continue
+            item: Item
+            if eager:  # the default: the record key alone, no Work until the engine needs one
+                key = (msg.key() or b"").decode("utf-8", "replace")
+                lane = (partition, key)
+                message = (
+                    None
+                    if lane in busy
+                    else engine.fresh_main(idx, partition, offset, msg.key(), key, msg.value(), msg.headers())
+                )
+                if message is not None:
+                    stats.attempts += 1
+                    stats.in_flight += 1
+                    if stats.in_flight > stats.max_in_flight:
+                        stats.max_in_flight = stats.in_flight
+                    first: Suspended | Exception | None
+                    try:
+                        first = start(handler(message))
+                    except Exception as exc:  # the handler's: retry or DLQ, in its lane
+                        first = exc
+                    if first is None:
+                        stats.in_flight -= 1
+                        stats.delivered += 1
+                        tracker.finish(offset)
+                        continue
+                    item = (msg, tp, lane, idx)
+                    self._buffered += 1
+                    lanes.add(lane, item)
+                    if self._idle:  # someone else goes on with the inbox meanwhile
+                        self._wake_one()
+                    await self._run_lane(me, item, first)
+                    at = None
+                    continue
+                item = (msg, tp, lane, idx)
+            else:
+                work = self._main_work(_record(msg), idx)
+                item = (work, tp, work.lane, idx)
+            self._buffered += 1
+            if lanes.add(item[2], item):
+                ready.append(item)
+                if not self._idle:
+                    return  # nobody else is free: this worker runs it
+                self._wake_one()
 
     def _main_work(self, record: Record, idx: int) -> Work:
         if self.settings.key_of is record_key:  # the default: no Message built for the key alone
@@ -580,14 +647,30 @@ class KeyedConsumer:
         key = dict(record.headers).get(KEY_HEADER, b"").decode("utf-8", "replace")
         return Work(record, record.partition, key, meta)
 
+    def _purge_inbox(self, partitions: set[int]) -> None:
+        """Drop the records of revoked partitions not taken yet: if a partition comes back, its
+        records come again from its commit."""
+        rest = [m for m in self._pulling if m.partition() not in partitions]
+        self._pulling = iter(rest)
+        kept: deque[list[KafkaMessage]] = deque()
+        for batch in self._inbox:
+            left = [m for m in batch if m.partition() not in partitions]
+            self._admitted += len(batch) - len(left)  # never to be taken: out of the buffer
+            kept.append(left)
+        self._inbox = kept
+
     def _admit(self, item: Item) -> None:
         if self._lanes.add(item[2], item):
             self._ready.append(item)
-            while self._idle:
-                waiter = self._idle.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-                    break
+            if self._idle:
+                self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
 
     async def _retry_loop(self) -> None:
         """Admit retry copies whose time has come, in the retry partition's order."""
@@ -615,32 +698,63 @@ class KeyedConsumer:
         task.add_done_callback(self._workers.pop)
 
     async def _worker(self) -> None:
-        """One of `concurrency` workers: takes a lane's head and runs the lane until it is idle."""
+        """One of `concurrency` workers: runs a lane whose head waits, else takes records off the
+        inbox, else waits."""
         me = asyncio.current_task()
         assert me is not None
         loop = asyncio.get_running_loop()
+        while True:
+            if self._ready:
+                item = self._ready.popleft()
+                if self._idle and (self._ready or self._pull_open):
+                    self._wake_one()
+                await self._run_lane(me, item)
+            elif self._pull_open:
+                await self._pull(me)
+            else:
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+
+    async def _run_lane(
+        self, me: asyncio.Task[None], item: Item, first: Suspended | Exception | None = None
+    ) -> None:
+        """Run a lane from `item`, its head, until the lane is idle. `first`: the head's handler
+        call, started already (`_pull`): suspended, to be awaited to its end, or its failure."""
         counted, stats = self._handler, self.stats
         # Nothing to wait for before a call and nothing to check around it: fresh keys' records
         # run here directly; anything else (or a failure) goes through `_run_one`.
         plain = self._shares is None and self._throttle is None and self.settings.filter is None
-        while True:
-            while not self._ready:
-                waiter: asyncio.Future[None] = loop.create_future()
-                self._idle.append(waiter)
-                await waiter
-            item: Item | None = self._ready.popleft()
-            assert item is not None
-            lane = item[2]
-            try:
-                while item is not None:
-                    self._workers[me] = item  # what a question about the key is told runs now
-                    if lane[0] not in self._owned:
-                        self._buffered -= 1 + self._lanes.drop({lane})
-                        break
+        lane = item[2]
+        next_item: Item | None = item
+        try:
+            while next_item is not None:
+                item = next_item
+                self._workers[me] = item  # what a question about the key is told runs now
+                if lane[0] not in self._owned:
+                    self._buffered -= 1 + self._lanes.drop({lane})
+                    break
+                head = item[0]
+                offset = _offset(head)
+                if first is not None:  # the head's call, started by `_pull`
+                    started, first = first, None
+                    if isinstance(started, Exception):
+                        counted.leave(True)
+                        await self._run_one(item, started)
+                    else:
+                        try:
+                            await resume(started)
+                        except Exception as exc:  # the handler's: retry or DLQ
+                            counted.leave(True)
+                            await self._run_one(item, exc)
+                        else:
+                            counted.leave(False)
+                            stats.delivered += 1
+                else:
                     message = self._fresh(item) if plain else None
                     if message is None:
                         await self._run_one(item)
-                    else:  # the common case without a coroutine of its own: a key without state
+                    else:  # a key without state: the handler without a coroutine of its own
                         counted.enter()
                         try:
                             await counted.handler(message)
@@ -650,17 +764,17 @@ class KeyedConsumer:
                         else:
                             counted.leave(False)
                             stats.delivered += 1
-                    self._buffered -= 1
-                    tracker = self._trackers.get(item[1])
-                    if tracker is not None:
-                        tracker.finish(_offset(item[0]))
-                    item = self._lanes.done(lane)
-            except asyncio.CancelledError:
-                self._buffered -= 1 + self._lanes.drop({lane})
-                raise
-            finally:
-                self._workers[me] = None
-                self._lane_ended.set()
+                self._buffered -= 1
+                tracker = self._trackers.get(item[1])
+                if tracker is not None:
+                    tracker.finish(offset)
+                next_item = self._lanes.done(lane)
+        except asyncio.CancelledError:
+            self._buffered -= 1 + self._lanes.drop({lane})
+            raise
+        finally:
+            self._workers[me] = None
+            self._lane_ended.set()
 
     def _fresh(self, item: Item) -> Message | None:
         """The message to hand the handler straight away: its key has no state (`Engine.fresh`)."""

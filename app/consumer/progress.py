@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, KeysView
 from typing import Generic, TypeVar
 
 __all__ = [
@@ -231,6 +231,11 @@ class KeyLanes(Generic[K, T]):
         if key not in self._waiting:
             return None
         return len(self._waiting[key] or ())
+
+    @property
+    def busy_keys(self) -> KeysView[K]:
+        """The keys of busy lanes, a live view (`key in busy_keys`: is its lane busy?)."""
+        return self._waiting.keys()
 
     def drop(self, keys: set[K]) -> int:
         """Forget these lanes (their partition was revoked); returns the items dropped."""

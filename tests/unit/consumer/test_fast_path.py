@@ -78,7 +78,7 @@ def fetched(records: list[tuple[str, int]], partitions: int) -> list[KafkaMessag
 
 
 async def settle(consumer: KeyedConsumer) -> None:
-    while consumer._buffered or any(consumer._retry_wait.values()):
+    while consumer._buffered or consumer._pull_open or any(consumer._retry_wait.values()):
         consumer._lane_ended.clear()
         await asyncio.wait_for(consumer._lane_ended.wait(), 10)
 
@@ -95,6 +95,7 @@ async def drive(
     filtered: frozenset[int] = frozenset(),
     filter_raises: frozenset[int] = frozenset(),
     key_of: KeyOf = record_key,
+    suspends: frozenset[int] | None = None,
 ) -> Outcome_:
     out = Outcome_()
     nth: dict[int, int] = {}
@@ -103,7 +104,8 @@ async def drive(
         value = int(message.value or b"0")
         nth[value] = nth.get(value, 0) + 1
         out.calls.setdefault(message.ordering_key, []).append((value, message.attempt))
-        await asyncio.sleep(0)  # other keys run meanwhile
+        if suspends is None or value in suspends:
+            await asyncio.sleep(0)  # other keys run meanwhile (else the call ends without suspending)
         answer = answers.get((value, nth[value]), OK)
         if answer == RETRY:
             raise RuntimeError(f"transient {value}")
@@ -201,12 +203,17 @@ async def drive(
     [record_key, lambda m: record_key(m)],
     ids=["record key (no Work until needed)", "a key function (a Work from the start)"],
 )
-def test_a_key_that_fails_mid_stream_keeps_its_order_on_both_paths(key_of: KeyOf) -> None:
+@pytest.mark.parametrize("suspends", [None, frozenset()], ids=["every call suspends", "no call suspends"])
+def test_a_key_that_fails_mid_stream_keeps_its_order_on_both_paths(
+    key_of: KeyOf, suspends: frozenset[int] | None
+) -> None:
     # a: a0 ok, a1 fails once, a2 and a3 wait behind it; b never fails; c dead-letters c1 (block_group)
     records = [("a", 0), ("b", 10), ("a", 1), ("c", 20), ("a", 2), ("b", 11), ("c", 21), ("a", 3), ("c", 22)]
     answers = {(1, 1): RETRY, (21, 1): FATAL}
-    fast = asyncio.run(drive(Counting, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of))
-    general = asyncio.run(drive(GeneralOnly, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of))
+    fast = asyncio.run(drive(Counting, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of, suspends=suspends))
+    general = asyncio.run(
+        drive(GeneralOnly, records, answers, OnDlq.BLOCK_GROUP, key_of=key_of, suspends=suspends)
+    )
     _diff(fast, general)
     assert fast.calls["a"] == [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]
     assert fast.handled == {"a": [0, 1, 2, 3], "b": [10, 11], "c": [20]}
@@ -245,6 +252,7 @@ def streams(draw: st.DrawFn) -> tuple[list[tuple[str, int]], dict[tuple[int, int
     st.integers(1, 4),
     st.frozensets(st.integers(0, 39), max_size=4),
     st.frozensets(st.integers(0, 39), max_size=2),
+    st.none() | st.frozensets(st.integers(0, 39)),
 )
 def test_the_short_path_gives_the_general_paths_outcome(
     stream: tuple[list[tuple[str, int]], dict[tuple[int, int], str]],
@@ -253,13 +261,17 @@ def test_the_short_path_gives_the_general_paths_outcome(
     concurrency: int,
     filtered: frozenset[int],
     filter_raises: frozenset[int],
+    suspends: frozenset[int] | None,
 ) -> None:
+    """`suspends`: the records whose handler call suspends (None: all); the others' calls end
+    without suspending, as a cheap handler's do, and run where the copy takes them in."""
     records, answers = stream
     kwargs = {
         "batch": batch,
         "concurrency": concurrency,
         "filtered": filtered,
         "filter_raises": filter_raises,
+        "suspends": suspends,
     }
     fast = asyncio.run(drive(Engine, records, answers, on_dlq, **kwargs))  # type: ignore[arg-type]
     general = asyncio.run(drive(GeneralOnly, records, answers, on_dlq, **kwargs))  # type: ignore[arg-type]

@@ -160,6 +160,7 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
             for o, (_, h) in enumerate(queues.retry[1])
         ]
         consumer._admit_batch(copies)  # read back: they wait for the first one's due time
+        await async_wait_until(lambda: not consumer._pull_open, 5, "the copies taken in")
         await async_wait_until(lambda: consumer._running((0, "stuck")), 5, "stuck running")
 
         await consumer._answer(Request("r1", "stuck", 0), 0)
