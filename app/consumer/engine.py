@@ -99,6 +99,7 @@ class Queues(Protocol):
 
 # The headers of a record without any: one shared read-only mapping, not a dict per record.
 NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
+_new_tuple = tuple.__new__
 
 KEY_HEADER = "hs-key"  # the ordering key, on copies (a key taken from a header or callable)
 
@@ -160,16 +161,19 @@ class Engine:
         message `message` would build, or None when the key has state."""
         if self.states.get(partition, ordering_key) is not None:
             return None
-        topic = self.settings.source_topic(storage_idx)
-        return Message(
-            topic,
-            partition,
-            offset,
-            key,
-            ordering_key,
-            value,
-            dict(user_headers(headers)) if headers else NO_HEADERS,
-            1,
+        # One per record: built as the tuple it is, without the named tuple's Python-level __new__.
+        return _new_tuple(
+            Message,
+            (
+                self.settings.source_topic(storage_idx),
+                partition,
+                offset,
+                key,
+                ordering_key,
+                value,
+                dict(user_headers(headers)) if headers else NO_HEADERS,
+                1,
+            ),
         )
 
     async def failed(self, work: Work, exc: Exception) -> Outcome:
