@@ -547,6 +547,10 @@ class KeyedConsumer:
                 batch = self._inbox.popleft()
                 self._admitted += len(batch)
                 self._pulling = iter(batch)
+                # Calls that end without suspending never give the loop back: between batches
+                # the loop's callbacks (the next batch, commits, heartbeats) get their turn.
+                await asyncio.sleep(0)
+                at = None
                 continue
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
