@@ -1,8 +1,9 @@
 """The operator's controls of a running pipeline (seed 004 "operator intervention", Kafka Connect's
 pause/resume) as JSON-ready answers: what the pipeline process's HTTP API serves (app/pipeline/web.py).
 
-Every answer is snake_case JSON. Bad input raises InvalidInput (400), an unknown writer UnknownWriter
-(404), a step on a running writer WriterBusy (409), a pipeline still starting PipelineNotRunning (503).
+Answers are dicts of snake_case names, put on the wire by app/pipeline/api_models.py. Bad input
+raises InvalidInput (400), an unknown writer UnknownWriter (404), a step on a running writer
+WriterBusy (409), a pipeline still starting PipelineNotRunning (503).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.errors import InvalidInput
+from app.pipeline.api_models import MarkOffset
 from app.pipeline.engine import PipelineRuntime, WriterSlot
 from app.pipeline.errors import PipelineNotRunning, WriterBusy
 from app.pipeline.kafka_log import read_log_range
 from app.pipeline.model import LogEntry
 from app.pipeline.service import PipelineHost
+from app.web.responses import parse_body
 
 __all__ = [
     "DEFAULT_LOG_RANGE",
@@ -78,11 +81,7 @@ def log_range(query: Mapping[str, str]) -> tuple[int, int]:
 
 def mark_offset(body: Any, end_offset: int) -> int:
     """The offset of a mark request body {"offset": N}, with -1 <= N < the log's end."""
-    if not isinstance(body, dict) or "offset" not in body:
-        raise InvalidInput('the body must be a JSON object {"offset": N}')
-    offset = body["offset"]
-    if not isinstance(offset, int) or isinstance(offset, bool):
-        raise InvalidInput(f"offset {str(offset)[:40]!r} is not an integer")
+    offset = parse_body(MarkOffset, body, 'a JSON object {"offset": N}').offset
     if not -1 <= offset < end_offset:
         raise InvalidInput(f"offset {offset} is outside -1..{end_offset - 1} of the commit log")
     return offset

@@ -16,8 +16,8 @@ import pytest
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from agents import build_worker
+from app.pipeline.api_models import pipeline_openapi_document
 from app.settings import Settings
-from app.web.openapi_pipeline import pipeline_openapi_document
 
 from .support import free_port, start, stop, wait
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import schemathesis
 
-from app.web.openapi import openapi_document
+from agents.openapi import worker_openapi_document
 
 
 def test_document_loads_and_every_operation_has_responses() -> None:
-    document = openapi_document()
+    document = worker_openapi_document()
     schema = schemathesis.openapi.from_dict(document)
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]  # an Err fails
     assert len(operations) == sum(len(methods) for methods in document["paths"].values())
@@ -19,7 +19,7 @@ def test_document_loads_and_every_operation_has_responses() -> None:
 
 
 def test_mutating_operations_declare_the_admin_token_except_actor_endpoints() -> None:
-    for path, methods in openapi_document()["paths"].items():
+    for path, methods in worker_openapi_document()["paths"].items():
         for method, operation in methods.items():
             if method in {"post", "put", "patch", "delete"}:
                 expected: list[dict[str, list[str]]] = (
