@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.dataavailable import DOMAINS
-from app.web.models import ApiModel, SnakeCaseModel, omitted_when_none
+from app.web.models import ApiModel, omitted_when_none
 from app.web.openapi import ACTOR, Operation, path_param, query_param
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["OPERATIONS", "Bundle", "BundleEvent", "Dequeued", "bundle_answer"]
 
 
-class BundleEvent(SnakeCaseModel):
+class BundleEvent(ApiModel):
     """A DataAvailable in the bundle, at its sequence number in the actor's queue."""
 
     id: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict
 
-from app.web.models import SnakeCaseModel, omitted_when_none
+from app.web.models import ApiModel, omitted_when_none
 from app.web.openapi import Operation, path_param
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
 Position = list[int]  # [main storage index, main offset, internal storage index, internal offset]
 
 
-class ShardStatus(SnakeCaseModel):
+class ShardStatus(ApiModel):
     """A subscription shard running on this worker: its counters and blocked groups."""
 
     model_config = ConfigDict(extra="allow")  # the dashboard adds the worker serving it
@@ -45,18 +45,18 @@ class ShardStatus(SnakeCaseModel):
     blocked_groups: list[str]
 
 
-class Shards(SnakeCaseModel):
+class Shards(ApiModel):
     owned_slots: list[int]
     shards: list[ShardStatus]
 
 
-class ShardLag(SnakeCaseModel):
+class ShardLag(ApiModel):
     shard: int
     mq_lag: int
     rq_lag: int
 
 
-class SubscriptionLag(SnakeCaseModel):
+class SubscriptionLag(ApiModel):
     subscription: str
     status: str
     shard_count: int
@@ -64,20 +64,20 @@ class SubscriptionLag(SnakeCaseModel):
     shards: list[ShardLag]
 
 
-class BlockedGroups(SnakeCaseModel):
+class BlockedGroups(ApiModel):
     subscription: str
     shards_here: list[int]
     blocked_groups: list[str]
 
 
-class QueuePositions(SnakeCaseModel):
+class QueuePositions(ApiModel):
     """p: the group's latest message written to the queue; c: the latest one consumed."""
 
     p: Position | None
     c: Position | None
 
 
-class GroupStateView(SnakeCaseModel):
+class GroupStateView(ApiModel):
     rq: QueuePositions
     dlq: QueuePositions
     retry_head: list[int] | None
@@ -88,7 +88,7 @@ class GroupStateView(SnakeCaseModel):
     rq_late: list[Position | None]
 
 
-class GroupStateAnswer(SnakeCaseModel):
+class GroupStateAnswer(ApiModel):
     subscription: str
     group_id: str
     owned_here: bool
