@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, WithJsonSchema
 
-from app.web.models import RequestModel, SnakeCaseModel, omitted_when_none
+from app.web.models import ApiModel, RequestModel, omitted_when_none
 from app.web.openapi import (
     ADMIN,
     MUTATING_ERRORS,
@@ -43,30 +43,30 @@ __all__ = [
 Phase = Literal["running", "paused", "failed", "stopped", "starting"]
 
 
-class WriterSummary(SnakeCaseModel):
+class WriterSummary(ApiModel):
     name: str
     state: Phase
     offset: int | None = omitted_when_none()  # once the pipeline runs
 
 
-class PipelineSummary(SnakeCaseModel):
+class PipelineSummary(ApiModel):
     name: str
     state: str
     writers: list[WriterSummary]
 
 
-class PipelineList(SnakeCaseModel):
+class PipelineList(ApiModel):
     pipelines: list[PipelineSummary]
 
 
-class FailedRangeView(SnakeCaseModel):
+class FailedRangeView(ApiModel):
     first: int
     last: int
     error: str
     failed_offset: int | None
 
 
-class WriterStateView(SnakeCaseModel):
+class WriterStateView(ApiModel):
     offset: int
     failed: FailedRangeView | None
     namespaces: dict[str, int]  # namespace -> offset written
@@ -80,18 +80,18 @@ class WriterView(WriterStateView):
     received: int
 
 
-class ReaderView(SnakeCaseModel):
+class ReaderView(ApiModel):
     mode: Literal["copy", "sync", "complete"]
     position: dict[str, Any]  # the source's own position keys
     log_offset: int
 
 
-class CommitLog(SnakeCaseModel):
+class CommitLog(ApiModel):
     topic: str
     end_offset: int
 
 
-class PipelineStatus(SnakeCaseModel):
+class PipelineStatus(ApiModel):
     pipeline: str
     state: str
     commit_log: CommitLog
@@ -101,20 +101,20 @@ class PipelineStatus(SnakeCaseModel):
     writers: dict[str, WriterView]  # by writer name
 
 
-class PipelineOffsets(SnakeCaseModel):
+class PipelineOffsets(ApiModel):
     pipeline: str
     end_offset: int
     writers: dict[str, WriterStateView]
     readers: dict[str, ReaderView]
 
 
-class LogValue(SnakeCaseModel):
+class LogValue(ApiModel):
     op: str
     namespace: str
     data: dict[str, Any]  # the document as the source gave it
 
 
-class LogEntryView(SnakeCaseModel):
+class LogEntryView(ApiModel):
     offset: int
     timestamp_ms: int
     mode: str
@@ -123,7 +123,7 @@ class LogEntryView(SnakeCaseModel):
     position: dict[str, Any]
 
 
-class LogPage(SnakeCaseModel):
+class LogPage(ApiModel):
     pipeline: str
     first: int = Field(alias="from")
     last: int = Field(alias="to")
@@ -131,12 +131,12 @@ class LogPage(SnakeCaseModel):
     entries: list[LogEntryView]
 
 
-class PausedAll(SnakeCaseModel):
+class PausedAll(ApiModel):
     pipeline: str
     paused: list[str]
 
 
-class ResumedAll(SnakeCaseModel):
+class ResumedAll(ApiModel):
     pipeline: str
     resumed: list[str]
 
@@ -256,7 +256,7 @@ def pipeline_openapi_document() -> dict[str, Any]:
     return openapi_document(
         "hubstream pipeline process",
         "Operator control of the pipelines one `hubstream pipeline run` process runs (like Kafka "
-        "Connect's REST API). JSON is snake_case; errors are JSON {error, reason}. When "
+        "Connect's REST API). JSON keys are camelCase; errors are JSON {error, reason}. When "
         "HUBSTREAM_ADMIN_TOKEN is set, POSTs and the commit-log view need it as a bearer token.",
         OPERATIONS,
         {"adminToken": {"type": "http", "scheme": "bearer", "description": "HUBSTREAM_ADMIN_TOKEN"}},
