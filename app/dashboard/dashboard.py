@@ -203,10 +203,10 @@ class DashboardService:
             async with self.app.http_client.get(
                 url, headers={PEER_HEADER: "1"}, timeout=self.config.peer_timeout_s
             ) as response:
-                data: dict[str, Any] = orjson.loads(await response.read())
+                data = orjson.loads(await response.read())
                 if response.status != 200:
                     raise RuntimeError(f"HTTP {response.status}")
-                return data
+                return LocalSections.model_validate(data).model_dump()  # back to snake_case names
         except Exception as exc:
             return {
                 "worker": peer,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
-
 from app.web.models import ApiModel, omitted_when_none
 from app.web.openapi import Operation, path_param
 
@@ -24,8 +22,6 @@ Position = list[int]  # [main storage index, main offset, internal storage index
 
 class ShardStatus(ApiModel):
     """A subscription shard running on this worker: its counters and blocked groups."""
-
-    model_config = ConfigDict(extra="allow")  # the dashboard adds the worker serving it
 
     subscription: str
     shard: int
