@@ -15,9 +15,10 @@ from app.web.openapi import Operation, openapi_document, served_by_every_process
 __all__ = ["worker_openapi_document"]
 
 DESCRIPTION = (
-    "Every endpoint a hubstream worker serves. Errors are JSON {error, reason}. When "
-    "HUBSTREAM_ADMIN_TOKEN is set, POST/PUT/PATCH/DELETE need it as a bearer token, except "
-    "the actor endpoints, which always need an actor JWT (HS256, sub = actor id)."
+    "Every endpoint a hubstream worker serves. JSON keys are camelCase; errors are JSON "
+    "{error, reason}. When HUBSTREAM_ADMIN_TOKEN is set, POST/PUT/PATCH/DELETE need it as a "
+    "bearer token, except the actor endpoints, which always need an actor JWT (HS256, sub = "
+    "actor id)."
 )
 METRICS = Operation(
     "get",

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["ApiModel", "Error", "Liveness", "RequestModel", "SnakeCaseModel", "omitted_when_none", "to_wire"]
+__all__ = ["ApiModel", "Error", "Liveness", "RequestModel", "omitted_when_none", "to_wire"]
 
 
 class ApiModel(BaseModel):
@@ -24,10 +24,6 @@ class RequestModel(ApiModel):
     """A request body: strict types (no "3" for 3, no true for 1), unknown keys ignored."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, strict=True)
-
-
-class SnakeCaseModel(BaseModel):
-    """A JSON body still served with snake_case keys (moving to ApiModel endpoint by endpoint)."""
 
 
 class Error(ApiModel):
