@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from app.batch.model import EstimatedBatch, ExactBatch
 from app.web.models import ApiModel, RequestModel
 from app.web.openapi import ADMIN, MUTATING_ERRORS, Method, Operation, Schema, path_param, query_param
 
@@ -33,6 +34,8 @@ __all__ = [
     "ExactBatchView",
     "ItemGroup",
     "Removed",
+    "estimated_view",
+    "exact_view",
 ]
 
 MAX_USER_KEY_CHARS = 1024
@@ -143,6 +146,27 @@ class EstimatedBatchView(ApiModel):
     is_closed: bool
     user_key: str | None
     pending: int
+
+
+def exact_view(batch: ExactBatch) -> ExactBatchView:
+    return ExactBatchView(
+        batch_id=batch.batch_id,
+        is_complete=batch.is_complete,
+        is_closed=batch.is_closed,
+        user_key=batch.user_key,
+        pending_items=batch.pending_items,
+        total_items=batch.total_items,
+    )
+
+
+def estimated_view(batch: EstimatedBatch) -> EstimatedBatchView:
+    return EstimatedBatchView(
+        batch_id=batch.batch_id,
+        is_complete=batch.is_complete,
+        is_closed=batch.is_closed,
+        user_key=batch.user_key,
+        pending=batch.pending,
+    )
 
 
 class DeletedEstimated(ApiModel):

@@ -40,6 +40,8 @@ from app.batch.api_models import (
     ExactBatchView,
     ItemGroup,
     Removed,
+    estimated_view,
+    exact_view,
 )
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import check_count
@@ -47,7 +49,7 @@ from app.batch.exact import Removal
 from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
 from app.batch.service import BatchService
 from app.errors import InvalidInput
-from app.web.models import ApiModel, Error
+from app.web.models import ApiModel, Error, to_wire
 from app.web.responses import (
     check_query,
     guarded,
@@ -157,7 +159,7 @@ class BatchApi:
         return json_response(data, status=status)
 
     async def _remote(self, request: web.Request, owner: str, body: ApiModel) -> Any:
-        status, data = await self._forward(owner, request, orjson.dumps(body.model_dump(by_alias=True)))
+        status, data = await self._forward(owner, request, orjson.dumps(to_wire(body)))
         if status != 200:
             raise _Forwarded(status, data)
         return data
@@ -206,7 +208,7 @@ class BatchApi:
         async def local() -> ExactBatchView:
             batch = self.service.get_exact(batch_id)
             await self.service.publish(self.service.due(batch))
-            return ExactBatchView.model_validate(batch.as_json())
+            return exact_view(batch)
 
         return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
@@ -277,7 +279,7 @@ class BatchApi:
         async def local() -> EstimatedBatchView:
             batch = self.service.get_estimated(batch_id)
             await self.service.publish(self.service.due(batch))
-            return EstimatedBatchView.model_validate(batch.as_json())
+            return estimated_view(batch)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
@@ -303,7 +305,7 @@ class BatchApi:
         async def local() -> EstimatedBatchView:
             batch, completion = self.service.add_estimated(batch_id, by, request_id)
             await self.service.publish([completion] if completion else [])
-            return EstimatedBatchView.model_validate(batch.as_json())
+            return estimated_view(batch)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
