@@ -20,7 +20,7 @@ import orjson
 from app.cli.common import HubstreamGroup, echo_json
 from app.cli.pipeline_client import PipelineClient, default_url
 from app.errors import InvalidInput, NotFound, ServiceUnavailable
-from app.pipeline.api_models import CommitLog, LogEntryView, ReaderView, WriterStateView
+from app.pipeline.api_models import CommitLog, entry_view, reader_view, writer_state_view
 from app.pipeline.errors import UnknownPipeline, UnknownWriter
 from app.settings import Settings, get_settings
 from app.web.models import to_wire
@@ -166,12 +166,10 @@ def status(name: str) -> None:
             "pipeline": name,
             "state": "unreachable",
             "commitLog": to_wire(CommitLog(topic=topics.log, end_offset=end)),
-            "reader": {
-                ns: to_wire(ReaderView.model_validate(r.to_json())) for ns, r in sorted(readers.items())
-            },
+            "reader": {ns: to_wire(reader_view(r)) for ns, r in sorted(readers.items())},
             "writers": {
                 w: {
-                    **to_wire(WriterStateView.model_validate(s.to_json())),
+                    **to_wire(writer_state_view(s)),
                     "lag": max(end - s.next_offset, 0),
                     "stopped": s.failed is not None,
                 }
@@ -206,13 +204,12 @@ def _log_entries(name: str, first: int, last: int) -> list[dict[str, Any]]:
 
 def _kafka_log(name: str, first: int, last: int) -> list[dict[str, Any]]:
     from app.pipeline.kafka_log import read_log_range
-    from app.pipeline.operator import entry_json
 
     settings = get_settings()
     _state(settings, name)
     topic = _topics(settings, name).log
     entries = read_log_range(settings.bootstrap, topic, first, last)
-    return [to_wire(LogEntryView.model_validate(entry_json(e))) for e in entries]
+    return [to_wire(entry_view(e)) for e in entries]
 
 
 @log_group.command("show")
@@ -240,7 +237,7 @@ def _writer_states(name: str) -> dict[str, dict[str, Any]]:
     from app.pipeline.state import split_states
 
     states, _ = split_states(_state(get_settings(), name))  # type: ignore[arg-type]
-    return {w: to_wire(WriterStateView.model_validate(s.to_json())) for w, s in states.items()}
+    return {w: to_wire(writer_state_view(s)) for w, s in states.items()}
 
 
 @offset_group.command("list")

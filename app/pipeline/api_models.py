@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, WithJsonSchema
+from pydantic import AliasChoices, Field, StrictInt, WithJsonSchema
 
+from app.pipeline.model import LogEntry, Mode
+from app.pipeline.offsets import FailedRange, ReaderState, WriterState
 from app.web.models import ApiModel, RequestModel, omitted_when_none
 from app.web.openapi import (
     ADMIN,
@@ -37,10 +39,16 @@ __all__ = [
     "WriterStepped",
     "WriterSummary",
     "WriterView",
+    "entry_view",
+    "failed_view",
     "pipeline_openapi_document",
+    "reader_view",
+    "writer_state_view",
 ]
 
 Phase = Literal["running", "paused", "failed", "stopped", "starting"]
+ReaderMode = Literal["copy", "sync", "complete"]
+MODES: dict[Mode, ReaderMode] = {Mode.COPY: "copy", Mode.SYNC: "sync", Mode.COMPLETE: "complete"}
 
 
 class WriterSummary(ApiModel):
@@ -81,7 +89,7 @@ class WriterView(WriterStateView):
 
 
 class ReaderView(ApiModel):
-    mode: Literal["copy", "sync", "complete"]
+    mode: ReaderMode
     position: dict[str, Any]  # the source's own position keys
     log_offset: int
 
@@ -117,7 +125,7 @@ class LogValue(ApiModel):
 class LogEntryView(ApiModel):
     offset: int
     timestamp_ms: int
-    mode: str
+    mode: ReaderMode
     key: str
     value: LogValue
     position: dict[str, Any]
@@ -125,8 +133,8 @@ class LogEntryView(ApiModel):
 
 class LogPage(ApiModel):
     pipeline: str
-    first: int = Field(alias="from")
-    last: int = Field(alias="to")
+    first: int = Field(validation_alias=AliasChoices("from", "first"), serialization_alias="from")
+    last: int = Field(validation_alias=AliasChoices("to", "last"), serialization_alias="to")
     end_offset: int
     entries: list[LogEntryView]
 
@@ -153,6 +161,36 @@ class WriterChanged(WriterAnswer):
 class WriterStepped(WriterAnswer):
     stepped: int | None  # the offset written, None when there was nothing to write
     ok: bool
+
+
+def failed_view(failed: FailedRange | None) -> FailedRangeView | None:
+    if failed is None:
+        return None
+    return FailedRangeView(
+        first=failed.first, last=failed.last, error=failed.error, failed_offset=failed.failed_offset
+    )
+
+
+def writer_state_view(state: WriterState) -> WriterStateView:
+    return WriterStateView(
+        offset=state.offset, failed=failed_view(state.failed), namespaces=dict(state.namespaces)
+    )
+
+
+def reader_view(state: ReaderState) -> ReaderView:
+    return ReaderView(mode=MODES[state.mode], position=dict(state.position), log_offset=state.log_offset)
+
+
+def entry_view(entry: LogEntry) -> LogEntryView:
+    value = entry.value
+    return LogEntryView(
+        offset=entry.offset,
+        timestamp_ms=entry.timestamp_ms,
+        mode=MODES[entry.mode],
+        key=entry.key,
+        value=LogValue(op=value.op.value, namespace=value.namespace, data=dict(value.data)),
+        position=dict(entry.position),
+    )
 
 
 class MarkOffset(RequestModel):

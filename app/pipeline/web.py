@@ -10,15 +10,7 @@ from aiohttp import web
 from faust.web import View
 
 from app.pipeline.api_models import (
-    LogPage,
-    PausedAll,
     PipelineList,
-    PipelineOffsets,
-    PipelineStatus,
-    ResumedAll,
-    WriterAnswer,
-    WriterChanged,
-    WriterStepped,
     pipeline_openapi_document,
 )
 from app.pipeline.errors import UnknownPipeline
@@ -51,53 +43,48 @@ class PipelineViews:
 
     @guarded
     async def pipelines(self, request: web.Request) -> web.StreamResponse:
-        summaries = [op.summary() for op in self.operators.values()]
-        return model_response(PipelineList.model_validate({"pipelines": summaries}))
+        return model_response(PipelineList(pipelines=[op.summary() for op in self.operators.values()]))
 
     @guarded
     async def status(self, request: web.Request) -> web.StreamResponse:
-        return model_response(PipelineStatus.model_validate(await self._operator(request).status()))
+        return model_response(await self._operator(request).status())
 
     @guarded
     async def offsets(self, request: web.Request) -> web.StreamResponse:
-        return model_response(PipelineOffsets.model_validate(await self._operator(request).offsets()))
+        return model_response(await self._operator(request).offsets())
 
     @guarded
     async def log(self, request: web.Request) -> web.StreamResponse:
         require_admin(request, self.settings)  # entries carry the documents themselves
         operator = self._operator(request)
         first, last = log_range(request.query)
-        return model_response(LogPage.model_validate(await operator.log(first, last)))
+        return model_response(await operator.log(first, last))
 
     @guarded
     async def pause_all(self, request: web.Request) -> web.StreamResponse:
-        return model_response(PausedAll.model_validate(await self._operator(request).pause_all()))
+        return model_response(await self._operator(request).pause_all())
 
     @guarded
     async def resume_all(self, request: web.Request) -> web.StreamResponse:
-        return model_response(ResumedAll.model_validate(await self._operator(request).resume_all()))
+        return model_response(await self._operator(request).resume_all())
 
     @guarded
     async def pause(self, request: web.Request) -> web.StreamResponse:
-        answer = await self._operator(request).pause(request.match_info["writer"])
-        return model_response(WriterChanged.model_validate(answer))
+        return model_response(await self._operator(request).pause(request.match_info["writer"]))
 
     @guarded
     async def resume(self, request: web.Request) -> web.StreamResponse:
-        answer = await self._operator(request).resume(request.match_info["writer"])
-        return model_response(WriterChanged.model_validate(answer))
+        return model_response(await self._operator(request).resume(request.match_info["writer"]))
 
     @guarded
     async def step(self, request: web.Request) -> web.StreamResponse:
-        answer = await self._operator(request).step(request.match_info["writer"])
-        return model_response(WriterStepped.model_validate(answer))
+        return model_response(await self._operator(request).step(request.match_info["writer"]))
 
     @guarded
     async def mark(self, request: web.Request) -> web.StreamResponse:
         operator = self._operator(request)
         body = await read_json(request)
-        answer = await operator.mark(request.match_info["writer"], body)
-        return model_response(WriterAnswer.model_validate(answer))
+        return model_response(await operator.mark(request.match_info["writer"], body))
 
     def routes(self) -> list[tuple[str, str, Handler]]:
         """(method, path, handler) of every route, static paths first."""
