@@ -9,10 +9,10 @@ import mode
 from aiohttp import web
 
 from agents.context import WorkerContext
+from agents.openapi import worker_openapi_document
 from app.dashboard.dashboard import DashboardService
 from app.observability import metrics
 from app.observability.scrape import DashboardCollector
-from app.web.openapi import openapi_document
 from app.web.responses import guarded, json_response
 
 __all__ = ["register"]
@@ -21,7 +21,7 @@ __all__ = ["register"]
 def register(worker: WorkerContext) -> None:
     app = worker.app
     dashboard = worker.dashboard = DashboardService(app, worker.settings, worker)
-    document = openapi_document()
+    document = worker_openapi_document()
 
     async def scrape(request: web.Request) -> web.StreamResponse:
         data = {**await dashboard.global_sections(), **dashboard.local_sections()}

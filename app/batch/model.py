@@ -119,16 +119,6 @@ class ExactBatch:
         d = orjson.loads(raw)
         return cls(batch_id, d["u"], d["c"], d["p"], d["n"], d["g"], d["t0"], d["t"], d.get("cc", False))
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "batchId": self.batch_id,
-            "isComplete": self.is_complete,
-            "isClosed": self.is_closed,
-            "userKey": self.user_key,
-            "pendingItems": self.pending_items,
-            "totalItems": self.total_items,
-        }
-
 
 @dataclass(frozen=True)
 class EstimatedBatch:
@@ -164,15 +154,6 @@ class EstimatedBatch:
     def decode(cls, batch_id: str, raw: bytes) -> EstimatedBatch:
         d = orjson.loads(raw)
         return cls(batch_id, d["u"], d["c"], d["p"], d["t0"], d["t"], d.get("r", False))
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "batchId": self.batch_id,
-            "isComplete": self.is_complete,
-            "isClosed": self.is_closed,
-            "userKey": self.user_key,
-            "pending": self.pending,
-        }
 
 
 def exact_key(batch_id: int) -> bytes:

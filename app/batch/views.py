@@ -19,13 +19,46 @@ from aiohttp import web
 from faust.web import View
 from yarl import URL
 
+from app.batch.api_models import (
+    AckedItems,
+    AckItems,
+    AddedItems,
+    AddItems,
+    BatchCompletion,
+    BatchStatus,
+    Closed,
+    Created,
+    CreatedEstimated,
+    CreateEstimated,
+    CreateExact,
+    Decremented,
+    DecrEstimated,
+    DeletedEstimated,
+    EstimatedAck,
+    EstimatedBatchView,
+    EstimatedResult,
+    ExactBatchView,
+    ItemGroup,
+    Removed,
+    estimated_view,
+    exact_view,
+)
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import check_count
 from app.batch.exact import Removal
 from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
 from app.batch.service import BatchService
 from app.errors import InvalidInput
-from app.web.responses import check_query, guarded, json_response, read_json, require_admin
+from app.web.models import ApiModel, Error, to_wire
+from app.web.responses import (
+    check_query,
+    guarded,
+    json_response,
+    model_response,
+    parse_body,
+    read_json,
+    require_admin,
+)
 
 __all__ = ["BatchApi", "register_views"]
 
@@ -48,19 +81,6 @@ def _batch_id(raw: object) -> int:
             f"batchId must be a non-negative integer of at most {MAX_BATCH_ID_DIGITS} digits, got {raw!r:.80}"
         )
     return int(text)
-
-
-def _user_key(body: dict[str, Any]) -> str | None:
-    key = body.get("userKey")
-    if key is not None and (not isinstance(key, str) or len(key) > 1024):
-        raise InvalidInput("userKey must be a string of at most 1024 characters")
-    return key
-
-
-def _object(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidInput("request body must be a JSON object")
-    return body
 
 
 def _request_id(request: web.Request) -> str | None:
@@ -126,18 +146,20 @@ class BatchApi:
             # ClientError: e.g. the owner was killed with our request on its connection.
             raise PartitionNotReady(f"owner {owner} of the batch did not answer: {exc!r}") from exc
 
-    async def _on_owner(self, request: web.Request, partition: int, local: Callable[[], Any]) -> web.Response:
+    async def _on_owner(
+        self, request: web.Request, partition: int, local: Callable[[], ApiModel | Awaitable[ApiModel]]
+    ) -> web.Response:
         if partition in self.service.ready:
             result = local()
             if isinstance(result, Awaitable):
                 result = await result
-            return json_response(result)
+            return model_response(result)
         owner = self._owner(request, partition)
         status, data = await self._forward(owner, request, await request.read())
         return json_response(data, status=status)
 
-    async def _remote(self, request: web.Request, owner: str, body: dict[str, Any]) -> Any:
-        status, data = await self._forward(owner, request, orjson.dumps(body))
+    async def _remote(self, request: web.Request, owner: str, body: ApiModel) -> Any:
+        status, data = await self._forward(owner, request, orjson.dumps(to_wire(body)))
         if status != 200:
             raise _Forwarded(status, data)
         return data
@@ -145,82 +167,81 @@ class BatchApi:
     async def status(self, request: web.Request) -> web.Response:
         """Which table partitions this worker serves, and who serves the others."""
         owners = self.service.owner_urls()
-        return json_response(
-            {
-                "partitionsServed": sorted(self.service.ready),
-                "partitions": self.service.partitions,
-                "owners": {str(p): u for p, u in sorted(owners.items())},
-            }
+        return model_response(
+            BatchStatus(
+                partitions_served=sorted(self.service.ready),
+                partitions=self.service.partitions,
+                owners={str(p): u for p, u in sorted(owners.items())},
+            )
         )
 
     # -- exact -----------------------------------------------------------------------------------
 
     async def create_exact(self, request: web.Request) -> web.Response:
-        body = _object(await read_json(request)) if await request.read() else {}
-        user_key = _user_key(body)
+        raw = await request.read()
+        body = parse_body(CreateExact, await read_json(request) if raw else {})
         partition = self.service.pick_local_partition()
         if partition is not None:
-            return json_response({"batchId": self.service.create_exact(partition, user_key).batch_id})
+            batch = self.service.create_exact(partition, body.user_key)
+            return model_response(Created(batch_id=batch.batch_id))
         owners = self.service.owner_urls()
         others = sorted({url for url in owners.values() if not self._is_self(url)})
         if request.headers.get(ROUTED_HEADER) or not others:
             raise PartitionNotReady("no worker serves a batch table partition right now; retry")
-        status, data = await self._forward(others[0], request, orjson.dumps(body))
+        status, data = await self._forward(others[0], request, raw)
         return json_response(data, status=status)
 
     async def add_items(self, request: web.Request) -> web.Response:
-        body = _object(await read_json(request))
-        batch_id = _batch_id(body.get("batchId"))
-        items = body.get("items")
+        body = parse_body(AddItems, await read_json(request))
+        batch_id = _batch_id(body.batch_id)
         request_id = _request_id(request)
 
-        def local() -> Any:
-            groups = self.service.add_items(batch_id, items, request_id)  # type: ignore[arg-type]
-            return {"batchItemGroupIds": [{"id": g.id, "upto": g.upto} for g in groups]}
+        def local() -> AddedItems:
+            groups = self.service.add_items(batch_id, body.items, request_id)
+            return AddedItems(batch_item_group_ids=[ItemGroup(id=g.id, upto=g.upto) for g in groups])
 
         return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
     async def get_exact(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = _batch_id(batchId)
 
-        async def local() -> Any:
+        async def local() -> ExactBatchView:
             batch = self.service.get_exact(batch_id)
             await self.service.publish(self.service.due(batch))
-            return batch.as_json()
+            return exact_view(batch)
 
         return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
     async def close_exact(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = _batch_id(batchId)
 
-        async def local() -> Any:
+        async def local() -> Closed:
             batch, completion = self.service.close_exact(batch_id)
             await self.service.publish([completion] if completion else [])
-            return {"isComplete": batch.is_complete}
+            return Closed(is_complete=batch.is_complete)
 
         return await self._on_owner(request, self.service.exact_partition(batch_id), local)
 
     async def ack(self, request: web.Request) -> web.Response:
-        body = _object(await read_json(request))
-        ids = body.get("batchItemIds")
-        if not isinstance(ids, list):
-            raise InvalidInput("batchItemIds must be a list of item ids")
-        by_partition = self.service.split_by_partition(group_item_ids(ids))
+        body = parse_body(AckItems, await read_json(request))
+        by_partition = self.service.split_by_partition(group_item_ids(body.batch_item_ids))
         local = {p: a for p, a in by_partition.items() if p in self.service.ready}
         remote: dict[str, list[GroupAcks]] = defaultdict(list)
         for partition, acks in by_partition.items():
             if partition not in local:
                 remote[self._owner(request, partition)].extend(acks)
         self.service.check_acks(local)
-        completions: list[dict[str, Any]] = []
+        completions: list[BatchCompletion] = []
         for owner, acks in remote.items():
-            data = await self._remote(request, owner, {"batchItemIds": _item_ids(acks)})
-            completions.extend(data["batchCompletions"])
+            data = await self._remote(request, owner, AckItems(batch_item_ids=_item_ids(acks)))
+            completions.extend(AckedItems.model_validate(data).batch_completions)
         for partition, acks in local.items():
             outcome = self.service.ack(partition, acks)
             await self.service.publish(outcome.completions)
-            completions.extend({"batchId": c.batch_id, "userKey": c.user_key} for c in outcome.completions)
-        return json_response({"batchCompletions": completions})
+            completions.extend(
+                BatchCompletion(batch_id=int(c.batch_id), user_key=c.user_key) for c in outcome.completions
+            )
+        return model_response(AckedItems(batch_completions=completions))
 
     async def delete_expired(self, request: web.Request, closed: bool) -> web.Response:
         require_admin(request, self.settings)
@@ -232,41 +253,42 @@ class BatchApi:
                 status, data = await self._forward(owner, request, None)
                 if status != 200:
                     raise _Forwarded(status, data)
-                removal += Removal(data["batchesRemoved"], data["itemsRemoved"])
-        return json_response(
-            {"batchesRemoved": removal.batches_removed, "itemsRemoved": removal.items_removed}
+                theirs = Removed.model_validate(data)
+                removal += Removal(theirs.batches_removed, theirs.items_removed)
+        return model_response(
+            Removed(batches_removed=removal.batches_removed, items_removed=removal.items_removed)
         )
 
     # -- estimated -------------------------------------------------------------------------------
 
     async def create_estimated(self, request: web.Request) -> web.Response:
-        body = _object(await read_json(request))
-        size = check_count("batchSize", body.get("batchSize"), 0)
-        user_key = _user_key(body)
+        body = parse_body(CreateEstimated, await read_json(request))
+        size = check_count("batchSize", body.batch_size, 0)
         if self.service.ready:
-            return json_response({"batchId": self.service.create_estimated(size, user_key).batch_id})
+            batch = self.service.create_estimated(size, body.user_key)
+            return model_response(CreatedEstimated(batch_id=batch.batch_id))
         others = sorted({u for u in self.service.owner_urls().values() if not self._is_self(u)})
         if request.headers.get(ROUTED_HEADER) or not others:
             raise PartitionNotReady("no worker serves a batch table partition right now; retry")
-        status, data = await self._forward(others[0], request, orjson.dumps(body))
+        status, data = await self._forward(others[0], request, await request.read())
         return json_response(data, status=status)
 
     async def get_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
 
-        async def local() -> Any:
+        async def local() -> EstimatedBatchView:
             batch = self.service.get_estimated(batch_id)
             await self.service.publish(self.service.due(batch))
-            return batch.as_json()
+            return estimated_view(batch)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
     async def delete_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
 
-        def local() -> Any:
+        def local() -> DeletedEstimated:
             self.service.delete_estimated(batch_id)
-            return {"batchId": batch_id, "deleted": True}
+            return DeletedEstimated(batch_id=batch_id, deleted=True)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
@@ -280,35 +302,32 @@ class BatchApi:
         check_count("by", by, 0)
         request_id = _request_id(request)
 
-        async def local() -> Any:
+        async def local() -> EstimatedBatchView:
             batch, completion = self.service.add_estimated(batch_id, by, request_id)
             await self.service.publish([completion] if completion else [])
-            return batch.as_json()
+            return estimated_view(batch)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
     async def close_estimated(self, request: web.Request, batchId: str) -> web.Response:
         batch_id = parse_estimated_id(batchId)
 
-        async def local() -> Any:
+        async def local() -> Closed:
             batch, completion = self.service.close_estimated(batch_id)
             await self.service.publish([completion] if completion else [])
-            return {"isComplete": batch.is_complete}
+            return Closed(is_complete=batch.is_complete)
 
         return await self._on_owner(request, self.service.estimated_partition(batch_id), local)
 
     async def decr_estimated(self, request: web.Request) -> web.Response:
-        body = _object(await read_json(request))
-        acks = body.get("acks")
-        if not isinstance(acks, list):
-            raise InvalidInput('acks must be a list of {"batchId": uuid, "by": n}')
+        body = parse_body(
+            DecrEstimated, await read_json(request), 'a JSON object {"acks": [{"batchId": uuid, "by": n}]}'
+        )
         request_id = _request_id(request)
         totals: dict[str, int] = defaultdict(int)
-        for ack in acks:
-            if not isinstance(ack, dict):
-                raise InvalidInput(f"ack {ack!r} is not an object")
-            totals[parse_estimated_id(ack.get("batchId"))] += check_count("by", ack.get("by", 1), 0)
-        remote: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for ack in body.acks:
+            totals[parse_estimated_id(ack.batch_id)] += check_count("by", ack.by, 0)
+        remote: dict[str, list[EstimatedAck]] = defaultdict(list)
         local: dict[str, int] = {}
         for batch_id, by in totals.items():
             partition = self.service.estimated_partition(batch_id)
@@ -316,15 +335,18 @@ class BatchApi:
                 self.service.get_estimated(batch_id)  # 404 before anything changes
                 local[batch_id] = by
             else:
-                remote[self._owner(request, partition)].append({"batchId": batch_id, "by": by})
-        results: list[Any] = []
+                remote[self._owner(request, partition)].append(EstimatedAck(batch_id=batch_id, by=by))
+        results: list[EstimatedResult] = []
         for owner, owner_acks in remote.items():
-            results.extend((await self._remote(request, owner, {"acks": owner_acks}))["results"])
+            data = await self._remote(request, owner, DecrEstimated(acks=owner_acks))
+            results.extend(Decremented.model_validate(data).results)
         for batch_id, by in local.items():
             batch, completion = self.service.add_estimated(batch_id, -by, request_id)
             await self.service.publish([completion] if completion else [])
-            results.append({"batchId": batch_id, "userKey": batch.user_key, "isComplete": batch.is_complete})
-        return json_response({"results": results})
+            results.append(
+                EstimatedResult(batch_id=batch_id, user_key=batch.user_key, is_complete=batch.is_complete)
+            )
+        return model_response(Decremented(results=results))
 
 
 class _Forwarded(Exception):
@@ -379,7 +401,7 @@ def _method(handler: Callable[..., Any], service: BatchService) -> Callable[...,
             # The table was rebalanced while this write was on its way: the partition's new owner
             # may have restored it before the write reached the changelog, and would not know it.
             reason = "the batch table was rebalanced during this write; retry"
-            return json_response({"error": "ServiceUnavailable", "reason": reason}, status=503)
+            return model_response(Error(error="ServiceUnavailable", reason=reason), status=503)
         return result
 
     return view_method

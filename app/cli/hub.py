@@ -15,6 +15,7 @@ import click
 from app.cli.common import HubstreamGroup, echo_json
 from app.errors import InvalidInput
 from app.settings import get_settings
+from app.web.models import to_wire
 
 __all__ = ["hub"]
 
@@ -58,6 +59,7 @@ def hub() -> None:
 @click.option("--summary", is_flag=True, help="Print the bundle without its events.")
 def peek(actor: str, domain: str | None, bundle_id: str | None, summary: bool) -> None:
     """Peek the actor's next bundle (the same one again until it is dequeued)."""
+    from app.hub.api_models import bundle_answer
     from app.hub.service import parse_bundle_id, parse_domains
 
     domains = parse_domains(domain)
@@ -66,7 +68,7 @@ def peek(actor: str, domain: str | None, bundle_id: str | None, summary: bool) -
     if bundle is None:
         click.echo("nothing to peek")
         return
-    data = bundle.to_json()
+    data = to_wire(bundle_answer(bundle))
     if summary:
         data.pop("events")
     echo_json(data)
@@ -77,13 +79,14 @@ def peek(actor: str, domain: str | None, bundle_id: str | None, summary: bool) -
 @click.option("--bundle-id", required=True, help="The peeked bundle's id.")
 def dequeue(actor: str, bundle_id: str) -> None:
     """Acknowledge a peeked bundle."""
+    from app.hub.api_models import Dequeued
     from app.hub.service import parse_bundle_id
 
     chosen = parse_bundle_id(bundle_id)
     if chosen is None:
         raise InvalidInput("--bundle-id must not be empty")
     _with_hub(lambda h: h.dequeue(_actor(actor), chosen))
-    echo_json({"bundleId": chosen, "dequeued": True})
+    echo_json(to_wire(Dequeued(bundle_id=chosen, dequeued=True)))
 
 
 @hub.command()

@@ -20,8 +20,10 @@ import orjson
 from app.cli.common import HubstreamGroup, echo_json
 from app.cli.pipeline_client import PipelineClient, default_url
 from app.errors import InvalidInput, NotFound, ServiceUnavailable
+from app.pipeline.api_models import CommitLog, entry_view, reader_view, writer_state_view
 from app.pipeline.errors import UnknownPipeline, UnknownWriter
 from app.settings import Settings, get_settings
+from app.web.models import to_wire
 
 __all__ = ["pipeline"]
 
@@ -159,14 +161,18 @@ def status(name: str) -> None:
     writers, readers = split_states(_state(settings, name))  # type: ignore[arg-type]
     topics = _topics(settings, name)
     end = true_end_offsets(settings.bootstrap, [(topics.log, 0)])[0]
-    echo_json(
+    echo_json(  # the live status's keys, as far as Kafka knows them
         {
             "pipeline": name,
             "state": "unreachable",
-            "commit_log": {"topic": topics.log, "end_offset": end},
-            "reader": {ns: r.to_json() for ns, r in sorted(readers.items())},
+            "commitLog": to_wire(CommitLog(topic=topics.log, end_offset=end)),
+            "reader": {ns: to_wire(reader_view(r)) for ns, r in sorted(readers.items())},
             "writers": {
-                w: {**s.to_json(), "lag": max(end - s.next_offset, 0), "stopped": s.failed is not None}
+                w: {
+                    **to_wire(writer_state_view(s)),
+                    "lag": max(end - s.next_offset, 0),
+                    "stopped": s.failed is not None,
+                }
                 for w, s in sorted(writers.items())
             },
         }
@@ -190,7 +196,7 @@ def _log_entries(name: str, first: int, last: int) -> list[dict[str, Any]]:
         if page is None:
             return entries + _kafka_log(name, position, last)
         entries.extend(page["entries"])
-        if to >= page["end_offset"] - 1:
+        if to >= page["endOffset"] - 1:
             break
         position = to + 1
     return entries
@@ -198,12 +204,12 @@ def _log_entries(name: str, first: int, last: int) -> list[dict[str, Any]]:
 
 def _kafka_log(name: str, first: int, last: int) -> list[dict[str, Any]]:
     from app.pipeline.kafka_log import read_log_range
-    from app.pipeline.operator import entry_json
 
     settings = get_settings()
     _state(settings, name)
     topic = _topics(settings, name).log
-    return [entry_json(e) for e in read_log_range(settings.bootstrap, topic, first, last)]
+    entries = read_log_range(settings.bootstrap, topic, first, last)
+    return [to_wire(entry_view(e)) for e in entries]
 
 
 @log_group.command("show")
@@ -231,7 +237,7 @@ def _writer_states(name: str) -> dict[str, dict[str, Any]]:
     from app.pipeline.state import split_states
 
     states, _ = split_states(_state(get_settings(), name))  # type: ignore[arg-type]
-    return {w: s.to_json() for w, s in states.items()}
+    return {w: to_wire(writer_state_view(s)) for w, s in states.items()}
 
 
 @offset_group.command("list")

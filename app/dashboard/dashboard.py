@@ -26,11 +26,12 @@ from yarl import URL
 from app.batch.service import BatchService
 from app.composite.store import MetadataStore
 from app.dashboard import sources
+from app.dashboard.api_models import Dashboard, LocalSections
 from app.hub.web import HubHolder
 from app.settings import Settings
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.supervisor import Supervisor
-from app.web.responses import json_response
+from app.web.responses import model_response
 
 __all__ = ["PAGE_PATH", "DashboardConfig", "DashboardService", "LocalServices"]
 
@@ -202,10 +203,10 @@ class DashboardService:
             async with self.app.http_client.get(
                 url, headers={PEER_HEADER: "1"}, timeout=self.config.peer_timeout_s
             ) as response:
-                data: dict[str, Any] = orjson.loads(await response.read())
+                data = orjson.loads(await response.read())
                 if response.status != 200:
                     raise RuntimeError(f"HTTP {response.status}")
-                return data
+                return LocalSections.model_validate(data).model_dump()  # back to snake_case names
         except Exception as exc:
             return {
                 "worker": peer,
@@ -243,10 +244,10 @@ class DashboardService:
         )
 
     async def api(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self.aggregate())
+        return model_response(Dashboard.model_validate(await self.aggregate()))
 
     async def api_local(self, request: web.Request) -> web.StreamResponse:
-        return json_response(self.local_sections())
+        return model_response(LocalSections.model_validate(self.local_sections()))
 
     def close(self) -> None:
         self.metadata.close()

@@ -166,14 +166,14 @@ def batches_local(service: Any, max_complete: int = 20, max_total: int = 200) ->
             found.append(
                 {
                     "kind": "exact",
-                    "batchId": str(exact.batch_id),
-                    "userKey": exact.user_key,
-                    "isClosed": exact.is_closed,
-                    "isComplete": exact.is_complete,
-                    "totalItems": exact.total_items,
-                    "ackedItems": exact.total_items - exact.pending_items,
-                    "pendingItems": exact.pending_items,
-                    "updatedAtMs": exact.updated_at_ms,
+                    "batch_id": str(exact.batch_id),
+                    "user_key": exact.user_key,
+                    "is_closed": exact.is_closed,
+                    "is_complete": exact.is_complete,
+                    "total_items": exact.total_items,
+                    "acked_items": exact.total_items - exact.pending_items,
+                    "pending_items": exact.pending_items,
+                    "updated_at_ms": exact.updated_at_ms,
                     "partition": partition,
                 }
             )
@@ -182,14 +182,14 @@ def batches_local(service: Any, max_complete: int = 20, max_total: int = 200) ->
             found.append(
                 {
                     "kind": "estimated",
-                    "batchId": estimated.batch_id,
-                    "userKey": estimated.user_key,
-                    "isClosed": estimated.is_closed,
-                    "isComplete": estimated.is_complete,
-                    "totalItems": None,
-                    "ackedItems": None,
-                    "pendingItems": estimated.pending,
-                    "updatedAtMs": estimated.updated_at_ms,
+                    "batch_id": estimated.batch_id,
+                    "user_key": estimated.user_key,
+                    "is_closed": estimated.is_closed,
+                    "is_complete": estimated.is_complete,
+                    "total_items": None,
+                    "acked_items": None,
+                    "pending_items": estimated.pending,
+                    "updated_at_ms": estimated.updated_at_ms,
                     "partition": partition,
                 }
             )
@@ -200,9 +200,9 @@ def select_batches(
     found: Iterable[dict[str, Any]], max_complete: int, max_total: int
 ) -> list[dict[str, Any]]:
     """Open batches first (newest activity first), then at most `max_complete` complete ones."""
-    newest_first = sorted(found, key=lambda b: (-b["updatedAtMs"], b["batchId"]))
-    open_ = [b for b in newest_first if not b["isComplete"]]
-    done = [b for b in newest_first if b["isComplete"]][:max_complete]
+    newest_first = sorted(found, key=lambda b: (-b["updated_at_ms"], b["batch_id"]))
+    open_ = [b for b in newest_first if not b["is_complete"]]
+    done = [b for b in newest_first if b["is_complete"]][:max_complete]
     return (open_ + done)[:max_total]
 
 

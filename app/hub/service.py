@@ -40,16 +40,6 @@ class PeekedBundle:
     def bundle_id(self) -> str:
         return self.ref.bundle_id
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "bundleId": self.ref.bundle_id,
-            "domain": self.ref.cabinet.domain,
-            "messageType": self.ref.cabinet.message_type,
-            "weight": self.ref.weight,
-            "count": len(self.events),
-            "events": [{**s.event.to_json(), "sequence": s.seq} for s in self.events],
-        }
-
 
 def parse_bundle_id(value: str | None) -> str | None:
     """A bundle id given as a query parameter; an empty one is as malformed as any non-GUID."""

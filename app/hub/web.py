@@ -15,9 +15,10 @@ from aiohttp import web
 from faust.web import View
 
 from app.errors import InvalidInput
+from app.hub.api_models import Dequeued, bundle_answer
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
 from app.settings import Settings
-from app.web.responses import Unauthorized, check_query, guarded, json_response
+from app.web.responses import Unauthorized, check_query, guarded, model_response
 
 __all__ = ["HubApi", "HubHolder", "actor_from_request", "register_views"]
 
@@ -66,7 +67,7 @@ class HubApi:
         bundle = await (await self._hub()).peek(actor, domains, bundle_id)
         if bundle is None:
             return web.Response(status=204)
-        return json_response(bundle.to_json())
+        return model_response(bundle_answer(bundle))
 
     @guarded
     async def dequeue(self, request: web.Request) -> web.Response:
@@ -76,7 +77,7 @@ class HubApi:
         if bundle_id is None:
             raise InvalidInput("query parameter bundleId is required")
         await (await self._hub()).dequeue(actor, bundle_id)
-        return json_response({"bundleId": bundle_id, "dequeued": True})
+        return model_response(Dequeued(bundle_id=bundle_id, dequeued=True))
 
     def routes(self) -> list[web.RouteDef]:
         """The same handlers as plain aiohttp routes (used by tests and embedders)."""

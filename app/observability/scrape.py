@@ -100,19 +100,19 @@ def _dashboard(data: dict[str, Any], out: _Families) -> None:
                 writer=writer["name"],
             )
     for batch in data.get("batches") or []:
-        if batch["kind"] == "exact" and not batch["isComplete"]:
+        if batch["kind"] == "exact" and not batch["is_complete"]:
             for state in ("acked", "total"):
                 out.gauge(
                     "hubstream_batch_items",
                     "Items of an open exact batch (acked and total)",
-                    batch[f"{state}Items"],
-                    batch=batch["batchId"],
+                    batch[f"{state}_items"],
+                    batch=batch["batch_id"],
                     state=state,
                 )
     out.gauge(
         "hubstream_batches_open",
         "Batches not complete",
-        sum(1 for b in data.get("batches") or [] if not b["isComplete"]),
+        sum(1 for b in data.get("batches") or [] if not b["is_complete"]),
     )
     hub = data.get("hub")
     if hub:

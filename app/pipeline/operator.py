@@ -1,61 +1,69 @@
 """The operator's controls of a running pipeline (seed 004 "operator intervention", Kafka Connect's
-pause/resume) as JSON-ready answers: what the pipeline process's HTTP API serves (app/pipeline/web.py).
+pause/resume): the answers the pipeline process's HTTP API serves (app/pipeline/web.py), as the
+models of app/pipeline/api_models.py.
 
-Every answer is snake_case JSON. Bad input raises InvalidInput (400), an unknown writer UnknownWriter
-(404), a step on a running writer WriterBusy (409), a pipeline still starting PipelineNotRunning (503).
+Bad input raises InvalidInput (400), an unknown writer UnknownWriter (404), a step on a running
+writer WriterBusy (409), a pipeline still starting PipelineNotRunning (503).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from app.errors import InvalidInput
+from app.pipeline.api_models import (
+    CommitLog,
+    LogPage,
+    MarkOffset,
+    PausedAll,
+    PipelineOffsets,
+    PipelineStatus,
+    PipelineSummary,
+    ResumedAll,
+    WriterAnswer,
+    WriterChanged,
+    WriterStepped,
+    WriterSummary,
+    WriterView,
+    entry_view,
+    failed_view,
+    reader_view,
+    writer_state_view,
+)
 from app.pipeline.engine import PipelineRuntime, WriterSlot
 from app.pipeline.errors import PipelineNotRunning, WriterBusy
 from app.pipeline.kafka_log import read_log_range
-from app.pipeline.model import LogEntry
 from app.pipeline.service import PipelineHost
+from app.web.responses import parse_body
 
 __all__ = [
     "DEFAULT_LOG_RANGE",
     "MAX_LOG_RANGE",
     "PipelineOperator",
-    "entry_json",
     "log_range",
     "mark_offset",
-    "writer_json",
+    "writer_view",
 ]
 
 MAX_LOG_RANGE = 1000  # entries one log view may return
 DEFAULT_LOG_RANGE = 100
+A = TypeVar("A", bound=WriterAnswer)
 
 
-def entry_json(entry: LogEntry) -> dict[str, Any]:
-    value = entry.value
-    return {
-        "offset": entry.offset,
-        "timestamp_ms": entry.timestamp_ms,
-        "mode": entry.mode.name.lower(),
-        "key": entry.key,
-        "value": {"op": value.op.value, "namespace": value.namespace, "data": value.data},
-        "position": entry.position,
-    }
-
-
-def writer_json(slot: WriterSlot, end_offset: int) -> dict[str, Any]:
+def writer_view(slot: WriterSlot, end_offset: int) -> WriterView:
     state = slot.state
-    return {
-        "state": slot.phase,
-        "offset": state.offset,
-        "lag": max(end_offset - state.next_offset, 0),
-        "stopped": not slot.running,
-        "last_error": None if state.failed is None else state.failed.error,
-        "failed": None if state.failed is None else state.failed.to_json(),
-        "namespaces": dict(state.namespaces),
-        "received": slot.received,
-    }
+    return WriterView(
+        state=slot.phase,  # type: ignore[arg-type]  # one of Phase's values
+        offset=state.offset,
+        lag=max(end_offset - state.next_offset, 0),
+        stopped=not slot.running,
+        last_error=None if state.failed is None else state.failed.error,
+        failed=failed_view(state.failed),
+        namespaces=dict(state.namespaces),
+        received=slot.received,
+    )
 
 
 def _int(raw: str, name: str) -> int:
@@ -78,11 +86,7 @@ def log_range(query: Mapping[str, str]) -> tuple[int, int]:
 
 def mark_offset(body: Any, end_offset: int) -> int:
     """The offset of a mark request body {"offset": N}, with -1 <= N < the log's end."""
-    if not isinstance(body, dict) or "offset" not in body:
-        raise InvalidInput('the body must be a JSON object {"offset": N}')
-    offset = body["offset"]
-    if not isinstance(offset, int) or isinstance(offset, bool):
-        raise InvalidInput(f"offset {str(offset)[:40]!r} is not an integer")
+    offset = parse_body(MarkOffset, body, 'a JSON object {"offset": N}').offset
     if not -1 <= offset < end_offset:
         raise InvalidInput(f"offset {offset} is outside -1..{end_offset - 1} of the commit log")
     return offset
@@ -106,91 +110,87 @@ class PipelineOperator:
     async def _end(self, runtime: PipelineRuntime) -> int:
         return await runtime.log.end_offset()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> PipelineSummary:
         runtime = self.host.runtime
         if runtime is None:
-            writers = [{"name": w.name, "state": "starting"} for w in self.host.definition.writers]
-            return {"name": self.name, "state": "starting", "writers": writers}
-        return {
-            "name": self.name,
-            "state": "running",
-            "writers": [
-                {"name": n, "state": s.phase, "offset": s.state.offset} for n, s in runtime.slots.items()
+            writers = [WriterSummary(name=w.name, state="starting") for w in self.host.definition.writers]
+            return PipelineSummary(name=self.name, state="starting", writers=writers)
+        return PipelineSummary(
+            name=self.name,
+            state="running",
+            writers=[
+                WriterSummary(name=n, state=s.phase, offset=s.state.offset)  # type: ignore[arg-type]
+                for n, s in runtime.slots.items()
             ],
-        }
+        )
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> PipelineStatus:
         runtime = self._runtime()
         end = await self._end(runtime)
-        return {
-            "pipeline": self.name,
-            "state": "running",
-            "commit_log": {"topic": self.host.topics.log, "end_offset": end},
-            "reader_done": runtime.flags.source_done,
-            "reader_error": runtime.flags.source_error,
-            "reader": {ns: r.to_json() for ns, r in sorted(runtime.readers.items())},
-            "writers": {n: writer_json(s, end) for n, s in sorted(runtime.slots.items())},
-        }
+        return PipelineStatus(
+            pipeline=self.name,
+            state="running",
+            commit_log=CommitLog(topic=self.host.topics.log, end_offset=end),
+            reader_done=runtime.flags.source_done,
+            reader_error=runtime.flags.source_error,
+            reader={ns: reader_view(r) for ns, r in sorted(runtime.readers.items())},
+            writers={n: writer_view(s, end) for n, s in sorted(runtime.slots.items())},
+        )
 
-    async def offsets(self) -> dict[str, Any]:
+    async def offsets(self) -> PipelineOffsets:
         runtime = self._runtime()
-        return {
-            "pipeline": self.name,
-            "end_offset": await self._end(runtime),
-            "writers": {n: s.state.to_json() for n, s in sorted(runtime.slots.items())},
-            "readers": {ns: r.to_json() for ns, r in sorted(runtime.readers.items())},
-        }
+        return PipelineOffsets(
+            pipeline=self.name,
+            end_offset=await self._end(runtime),
+            writers={n: writer_state_view(s.state) for n, s in sorted(runtime.slots.items())},
+            readers={ns: reader_view(r) for ns, r in sorted(runtime.readers.items())},
+        )
 
-    async def log(self, first: int, last: int) -> dict[str, Any]:
+    async def log(self, first: int, last: int) -> LogPage:
         runtime = self._runtime()
         settings = self.host.settings
         entries = await asyncio.to_thread(
             read_log_range, settings.bootstrap, self.host.topics.log, first, last
         )
-        return {
-            "pipeline": self.name,
-            "from": first,
-            "to": last,
-            "end_offset": await self._end(runtime),
-            "entries": [entry_json(e) for e in entries],
-        }
+        return LogPage(
+            pipeline=self.name,
+            first=first,
+            last=last,
+            end_offset=await self._end(runtime),
+            entries=[entry_view(e) for e in entries],
+        )
 
-    async def _writer_answer(self, runtime: PipelineRuntime, writer: str, **extra: Any) -> dict[str, Any]:
-        slot = runtime.slot(writer)
-        return {
-            "pipeline": self.name,
-            "writer": writer,
-            **extra,
-            **writer_json(slot, await self._end(runtime)),
-        }
+    async def _writer_answer(self, runtime: PipelineRuntime, writer: str, kind: type[A], **extra: Any) -> A:
+        view = writer_view(runtime.slot(writer), await self._end(runtime))
+        return kind(pipeline=self.name, writer=writer, **dict(view), **extra)
 
-    async def pause(self, writer: str) -> dict[str, Any]:
+    async def pause(self, writer: str) -> WriterChanged:
         runtime = self._runtime()
         async with self._changing:
             changed = await runtime.pause(writer)
-        return await self._writer_answer(runtime, writer, changed=changed)
+        return await self._writer_answer(runtime, writer, WriterChanged, changed=changed)
 
-    async def resume(self, writer: str) -> dict[str, Any]:
+    async def resume(self, writer: str) -> WriterChanged:
         runtime = self._runtime()
         runtime.slot(writer)  # UnknownWriter before anything changes
         async with self._changing:
             changed = bool(await runtime.resume(writer))
-        return await self._writer_answer(runtime, writer, changed=changed)
+        return await self._writer_answer(runtime, writer, WriterChanged, changed=changed)
 
-    async def pause_all(self) -> dict[str, Any]:
+    async def pause_all(self) -> PausedAll:
         runtime = self._runtime()
         names = list(runtime.slots)
         async with self._changing:
             paused = await asyncio.gather(*(runtime.pause(n) for n in names))
-        return {"pipeline": self.name, "paused": [n for n, p in zip(names, paused, strict=True) if p]}
+        return PausedAll(pipeline=self.name, paused=[n for n, p in zip(names, paused, strict=True) if p])
 
-    async def resume_all(self) -> dict[str, Any]:
+    async def resume_all(self) -> ResumedAll:
         runtime = self._runtime()
         async with self._changing:
             resumed = await runtime.resume(None)
-        return {"pipeline": self.name, "resumed": resumed}
+        return ResumedAll(pipeline=self.name, resumed=resumed)
 
-    async def step(self, writer: str) -> dict[str, Any]:
+    async def step(self, writer: str) -> WriterStepped:
         runtime = self._runtime()
         async with self._changing:
             if runtime.slot(writer).running:
@@ -199,13 +199,13 @@ class PipelineOperator:
                 )
             result = await runtime.step(writer)
         return await self._writer_answer(
-            runtime, writer, stepped=result["stepped"], ok=result.get("ok", True)
+            runtime, writer, WriterStepped, stepped=result["stepped"], ok=result.get("ok", True)
         )
 
-    async def mark(self, writer: str, body: Any) -> dict[str, Any]:
+    async def mark(self, writer: str, body: Any) -> WriterAnswer:
         runtime = self._runtime()
         runtime.slot(writer)
         offset = mark_offset(body, await self._end(runtime))
         async with self._changing:
             await runtime.mark(writer, offset)
-        return await self._writer_answer(runtime, writer)
+        return await self._writer_answer(runtime, writer, WriterAnswer)

@@ -1,5 +1,5 @@
 """The pipeline process's HTTP API (like Kafka Connect's REST API), on its Faust web server:
-a thin adapter over PipelineOperator. Routes and their answers: app/web/openapi_pipeline.py."""
+a thin adapter over PipelineOperator. Routes and their answers: app/pipeline/api_models.py."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from typing import Any
 from aiohttp import web
 from faust.web import View
 
+from app.pipeline.api_models import (
+    PipelineList,
+    pipeline_openapi_document,
+)
 from app.pipeline.errors import UnknownPipeline
 from app.pipeline.operator import PipelineOperator, log_range
 from app.settings import Settings
-from app.web.openapi_pipeline import pipeline_openapi_document
-from app.web.responses import guarded, json_response, read_json, require_admin
+from app.web.responses import guarded, json_response, model_response, read_json, require_admin
 
 __all__ = ["PipelineViews", "register_views"]
 
@@ -40,48 +43,48 @@ class PipelineViews:
 
     @guarded
     async def pipelines(self, request: web.Request) -> web.StreamResponse:
-        return json_response({"pipelines": [op.summary() for op in self.operators.values()]})
+        return model_response(PipelineList(pipelines=[op.summary() for op in self.operators.values()]))
 
     @guarded
     async def status(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).status())
+        return model_response(await self._operator(request).status())
 
     @guarded
     async def offsets(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).offsets())
+        return model_response(await self._operator(request).offsets())
 
     @guarded
     async def log(self, request: web.Request) -> web.StreamResponse:
         require_admin(request, self.settings)  # entries carry the documents themselves
         operator = self._operator(request)
         first, last = log_range(request.query)
-        return json_response(await operator.log(first, last))
+        return model_response(await operator.log(first, last))
 
     @guarded
     async def pause_all(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).pause_all())
+        return model_response(await self._operator(request).pause_all())
 
     @guarded
     async def resume_all(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).resume_all())
+        return model_response(await self._operator(request).resume_all())
 
     @guarded
     async def pause(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).pause(request.match_info["writer"]))
+        return model_response(await self._operator(request).pause(request.match_info["writer"]))
 
     @guarded
     async def resume(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).resume(request.match_info["writer"]))
+        return model_response(await self._operator(request).resume(request.match_info["writer"]))
 
     @guarded
     async def step(self, request: web.Request) -> web.StreamResponse:
-        return json_response(await self._operator(request).step(request.match_info["writer"]))
+        return model_response(await self._operator(request).step(request.match_info["writer"]))
 
     @guarded
     async def mark(self, request: web.Request) -> web.StreamResponse:
         operator = self._operator(request)
         body = await read_json(request)
-        return json_response(await operator.mark(request.match_info["writer"], body))
+        return model_response(await operator.mark(request.match_info["writer"], body))
 
     def routes(self) -> list[tuple[str, str, Handler]]:
         """(method, path, handler) of every route, static paths first."""

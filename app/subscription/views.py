@@ -17,11 +17,19 @@ from typing import Any
 from aiohttp import web
 from faust.web import View
 
+from app.subscription.api_models import (
+    BlockedGroups,
+    GroupStateAnswer,
+    GroupStateView,
+    Shards,
+    ShardStatus,
+    SubscriptionLag,
+)
 from app.subscription.errors import UnknownSubscription
 from app.subscription.ops import lag_report
 from app.subscription.records import decode_group_id
 from app.subscription.supervisor import Supervisor
-from app.web.responses import guarded, json_response
+from app.web.responses import guarded, model_response
 
 __all__ = ["SubscriptionViews", "register_views"]
 
@@ -38,7 +46,8 @@ class SubscriptionViews:
     @guarded
     async def shards(self, request: web.Request) -> web.StreamResponse:
         sup = self.supervisor
-        return json_response({"owned_slots": sorted(sup.owned_slots()), "shards": sup.status()})
+        shards = [ShardStatus.model_validate(s) for s in sup.status()]
+        return model_response(Shards(owned_slots=sorted(sup.owned_slots()), shards=shards))
 
     @guarded
     async def group_state(self, request: web.Request) -> web.StreamResponse:
@@ -47,27 +56,27 @@ class SubscriptionViews:
         runner = self.supervisor.runner_for(name, group_id)
         if runner is None:
             await self._known(name)
-            return json_response(
-                {"subscription": name, "group_id": group_id, "owned_here": False, "state": None}
+            return model_response(
+                GroupStateAnswer(subscription=name, group_id=group_id, owned_here=False, state=None)
             )
         state = runner.states.get(group_id)
-        return json_response(
-            {
-                "subscription": name,
-                "group_id": group_id,
-                "owned_here": True,
-                "shard": runner.shard_id,
-                "state": None if state is None else state.to_json(),
-                "blocked": bool(state and state.dlq.pending),
-                "pending_in_rq": bool(state and state.rq.pending),
-            }
+        return model_response(
+            GroupStateAnswer(
+                subscription=name,
+                group_id=group_id,
+                owned_here=True,
+                shard=runner.shard_id,
+                state=None if state is None else GroupStateView.model_validate(state.to_json()),
+                blocked=bool(state and state.dlq.pending),
+                pending_in_rq=bool(state and state.rq.pending),
+            )
         )
 
     @guarded
     async def lag(self, request: web.Request) -> web.StreamResponse:
         sup = self.supervisor
         report = await asyncio.to_thread(lag_report, sup.registry, sup.metadata, request.match_info["name"])
-        return json_response(report)
+        return model_response(SubscriptionLag.model_validate(report))
 
     @guarded
     async def blocked(self, request: web.Request) -> web.StreamResponse:
@@ -75,8 +84,8 @@ class SubscriptionViews:
         await self._known(name)
         shards = [s for s in self.supervisor.status() if s["subscription"] == name]
         groups = sorted(g for s in shards for g in s["blocked_groups"])
-        return json_response(
-            {"subscription": name, "shards_here": [s["shard"] for s in shards], "blocked_groups": groups}
+        return model_response(
+            BlockedGroups(subscription=name, shards_here=[s["shard"] for s in shards], blocked_groups=groups)
         )
 
     def routes(self) -> list[web.RouteDef]:

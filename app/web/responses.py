@@ -12,14 +12,16 @@ import functools
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from pydantic import BaseModel, ValidationError
 
 from app.errors import HubstreamError, InvalidInput
 from app.settings import Settings
+from app.web.models import Error, to_wire
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -29,11 +31,15 @@ __all__ = [
     "guarded",
     "json_errors",
     "json_response",
+    "model_response",
+    "parse_body",
     "read_json",
     "require_admin",
+    "validation_reason",
 ]
 
 log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
 MAX_BODY_BYTES = 1024 * 1024  # the web server's client_max_size (set in app/worker/factory.py)
 
 
@@ -47,8 +53,49 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
+def model_response(model: BaseModel, status: int = 200) -> web.Response:
+    """The one way an answer becomes JSON: the model's wire (camelCase) names."""
+    return json_response(to_wire(model), status)
+
+
+def _error(error: str, reason: str, status: int) -> web.Response:
+    return model_response(Error(error=error, reason=reason), status)
+
+
 def error_response(exc: HubstreamError) -> web.Response:
-    return json_response({"error": type(exc).__name__, "reason": str(exc)}, status=exc.http_status)
+    return _error(type(exc).__name__, str(exc), exc.http_status)
+
+
+_PHRASES = {  # pydantic's error types, as this API words them
+    "int_type": "is not an integer",
+    "string_type": "is not a string",
+    "bool_type": "is not a boolean",
+    "list_type": "is not a list",
+    "model_type": "is not an object",
+    "dict_type": "is not an object",
+}
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """The first problem a model found, naming the field by its wire name."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the body"
+    if first["type"] == "missing":
+        return f"{where} is required"
+    phrase = _PHRASES.get(first["type"])
+    if phrase is not None:
+        return f"{where} {first['input']!r:.40} {phrase}"
+    return f"{where}: {first['msg']}"
+
+
+def parse_body(model: type[M], data: Any, expected: str = "a JSON object") -> M:
+    """A request body through its model; InvalidInput (400) naming what is wrong with it."""
+    if not isinstance(data, dict):
+        raise InvalidInput(f"the request body must be {expected}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"{validation_reason(exc)} (the body must be {expected})") from None
 
 
 async def read_json(request: web.Request) -> Any:
@@ -103,11 +150,11 @@ def guarded(handler: Handler) -> Handler:
                 "%s: backing service unavailable: %s: %s", handler.__qualname__, type(exc).__name__, exc
             )
             reason = f"a backing service did not answer ({type(exc).__name__}); retry"
-            return json_response({"error": "ServiceUnavailable", "reason": reason}, status=503)
+            return _error("ServiceUnavailable", reason, 503)
         except Exception as exc:
             log.exception("unhandled error in %s", handler.__qualname__)
             reason = f"{type(exc).__name__}: {exc}"[:300]  # the worker's log has the traceback
-            return json_response({"error": "InternalError", "reason": reason}, status=500)
+            return _error("InternalError", reason, 500)
 
     return wrapper
 
@@ -124,6 +171,6 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         if reason in {"", f"{exc.status}: {exc.reason}"}:  # aiohttp's default text says nothing more
             reason = f"{exc.reason}: {request.method} {request.path[:200]}"
         headers = {k: v for k, v in exc.headers.items() if k not in {"Content-Type", "Content-Length"}}
-        response = json_response({"error": exc.reason.replace(" ", ""), "reason": reason}, exc.status)
+        response = _error(exc.reason.replace(" ", ""), reason, exc.status)
         response.headers.update(headers)
         return response

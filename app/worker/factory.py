@@ -50,7 +50,7 @@ def create_app(settings: Settings) -> faust.App:
             "client_max_size": MAX_BODY_BYTES,
         },
         # Faust's /table/ views expose raw table bytes and its /router/ views answer 500 for unknown
-        # tables; hubstream serves its own views (app.web.openapi lists every one).
+        # tables; hubstream serves its own views (agents/openapi.py lists every one).
         web_tables_enabled=False,
         web_router_enabled=False,
     )

@@ -541,7 +541,7 @@ async def test_bad_records_go_to_dlq_with_reasons_and_every_valid_event_reaches_
             await asyncio.sleep(1)
         assert corpus.worker.proc.poll() is None, corpus.worker.log()[-4000:]
         lag = corpus.worker.json("GET", f"/subscriptions/{corpus.subscription.name}/lag")
-        assert all(s["mq_lag"] == 0 and s["rq_lag"] == 0 for s in lag["shards"]), lag
+        assert all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"]), lag
 
         dead = await asyncio.to_thread(_dead_letters, corpus)
         assert sorted(dead) == sorted(r.name for r in bad), dead  # every bad record, nothing valid

@@ -16,8 +16,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
+from agents.openapi import worker_openapi_document
 from app.settings import EMULATOR_KEY, Settings
-from app.web.openapi import openapi_document
 from tests.integration.web.worker import HUBSTREAM, REPO, Worker, start_worker, worker_env
 
 ADMIN_TOKEN = f"admin-{uuid.uuid4().hex}"
@@ -55,7 +55,7 @@ def _actor_jwt(actor: str, secret: str = JWT_SECRET, expires_in_s: int = 300) ->
 
 def _mutating_operations() -> list[tuple[str, str]]:
     out = []
-    for path, methods in openapi_document()["paths"].items():
+    for path, methods in worker_openapi_document()["paths"].items():
         for method in methods:
             if method in {"post", "put", "patch", "delete"}:
                 out.append((method.upper(), re.sub(r"\{(\w+)\}", lambda m: PATH_VALUES[m.group(1)], path)))

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 import pytest
 
+from agents.openapi import worker_openapi_document
 from app.cli.main import cli
+from app.pipeline.api_models import pipeline_openapi_document
 from app.settings import Settings
-from app.web.openapi import openapi_document
-from app.web.openapi_pipeline import pipeline_openapi_document
 
 README_PATH = Path(__file__).resolve().parents[2] / "README.md"
 README = README_PATH.read_text(encoding="utf-8")
@@ -42,7 +42,7 @@ def _command_paths(command: click.Command, path: tuple[str, ...]) -> list[str]:
 COMMANDS = _command_paths(cli, ("hubstream",))
 OPENAPI_OPERATIONS = [  # a worker's endpoints and a pipeline process's
     (method.upper(), path)
-    for document in (openapi_document(), pipeline_openapi_document())
+    for document in (worker_openapi_document(), pipeline_openapi_document())
     for path, operations in document["paths"].items()
     for method in operations
     if method in HTTP_METHODS

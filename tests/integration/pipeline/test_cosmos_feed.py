@@ -43,7 +43,7 @@ def token_flushed(name: str) -> bool:
 
 def log_versions(name: str) -> list[tuple[str, ...]]:
     """Document versions in the commit log, in log order."""
-    end = orjson.loads(cli("status", name).stdout)["commit_log"]["end_offset"]
+    end = orjson.loads(cli("status", name).stdout)["commitLog"]["endOffset"]
     done = cli("log", "show", name, "--from", "0", "--to", str(max(end - 1, 0)))
     entries = [orjson.loads(line) for line in done.stdout.splitlines()]
     return [

@@ -104,7 +104,7 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
             return False
         report = orjson.loads(done.stdout)
         writers = report["writers"].values()
-        return report["commit_log"]["end_offset"] >= MESSAGES and all(w["lag"] == 0 for w in writers)
+        return report["commitLog"]["endOffset"] >= MESSAGES and all(w["lag"] == 0 for w in writers)
 
     try:
         deadline = time.monotonic() + 150

@@ -16,8 +16,8 @@ import pytest
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from agents import build_worker
+from app.pipeline.api_models import pipeline_openapi_document
 from app.settings import Settings
-from app.web.openapi_pipeline import pipeline_openapi_document
 
 from .support import free_port, start, stop, wait
 
@@ -98,14 +98,14 @@ def test_http_api_on_a_live_pipeline(stack: Settings, unique: str, tmp_path: Pat
 
         def caught_up(*writers: str) -> bool:
             report = api.ok("GET", f"{base}/status")
-            end = report["commit_log"]["end_offset"]
+            end = report["commitLog"]["endOffset"]
             chosen = writers or tuple(report["writers"])
             return end > 0 and all(report["writers"][w]["offset"] == end - 1 for w in chosen)
 
         wait(lambda: _seqs(out / "file.jsonl") == list(range(20)) and caught_up(), 60, "the copy written")
         report = api.ok("GET", f"{base}/status")
-        assert report["reader"]["docs"]["mode"] == "complete" and report["reader_error"] is None
-        assert {n: (w["state"], w["lag"], w["last_error"]) for n, w in report["writers"].items()} == {
+        assert report["reader"]["docs"]["mode"] == "complete" and report["readerError"] is None
+        assert {n: (w["state"], w["lag"], w["lastError"]) for n, w in report["writers"].items()} == {
             "file": ("running", 0, None),
             "mirror": ("running", 0, None),
         }
@@ -119,14 +119,14 @@ def test_http_api_on_a_live_pipeline(stack: Settings, unique: str, tmp_path: Pat
         wait(lambda: _seqs(out / "mirror.jsonl") == list(range(40)) and caught_up("mirror"), 60, "mirror")
         assert _seqs(out / "file.jsonl") == list(range(20)), "a paused writer must not write"
         report = api.ok("GET", f"{base}/status")
-        end = report["commit_log"]["end_offset"]
+        end = report["commitLog"]["endOffset"]
         assert report["writers"]["file"]["state"] == "paused"
         assert report["writers"]["file"]["offset"] == at_pause and report["writers"]["file"]["lag"] > 0
         assert api.ok("POST", f"{base}/writers/file/pause")["changed"] is False  # already paused
 
         # the log between the pause and the end: seq 20..39
         view = api.ok("GET", f"{base}/log?from={at_pause + 1}&to={end - 1}")
-        assert (view["from"], view["to"], view["end_offset"]) == (at_pause + 1, end - 1, end)
+        assert (view["from"], view["to"], view["endOffset"]) == (at_pause + 1, end - 1, end)
         entries = view["entries"]
         assert [e["value"]["data"]["seq"] for e in entries] == list(range(20, 40))
         assert [e["offset"] for e in entries] == list(range(at_pause + 1, end))
@@ -150,9 +150,9 @@ def test_http_api_on_a_live_pipeline(stack: Settings, unique: str, tmp_path: Pat
         expected = [*range(21), *range(22, 40)]
         wait(lambda: _seqs(out / "file.jsonl") == expected and caught_up(), 60, "file after the resume")
         offsets = api.ok("GET", f"{base}/offsets")
-        assert offsets["end_offset"] == end
+        assert offsets["endOffset"] == end
         assert {n: w["offset"] for n, w in offsets["writers"].items()} == {"file": end - 1, "mirror": end - 1}
-        assert offsets["readers"]["docs"]["log_offset"] == end - 1
+        assert offsets["readers"]["docs"]["logOffset"] == end - 1
         assert offsets["readers"]["docs"]["mode"] == "sync"
         assert api.ok("GET", f"{base}/status")["writers"]["file"]["state"] == "running"
 

@@ -107,7 +107,7 @@ def test_composite_to_mysql_survives_kill9(
     redelivered = sum(writes - 1 for _, writes in rows.values())
     assert 0 <= redelivered <= rows_at_kill - (committed + 1)
     report = status(name)
-    assert report["commit_log"]["end_offset"] == 2 * n  # the reader did not append anything twice
+    assert report["commitLog"]["endOffset"] == 2 * n  # the reader did not append anything twice
     assert report["writers"]["db"]["offset"] == 2 * n - 1 and report["writers"]["db"]["lag"] == 0
 
 

@@ -77,7 +77,7 @@ def test_operator_commands_on_a_live_pipeline(stack: Settings, unique: str, tmp_
             "bus at the end and file stopped by the poison message",
         )
         report = status(name, port=port)
-        assert report["commit_log"]["end_offset"] == 42
+        assert report["commitLog"]["endOffset"] == 42
         assert report["reader"]["docs"]["mode"] == "complete"
         assert report["writers"]["bus"]["lag"] == 0 and not report["writers"]["bus"]["stopped"]
         failed = report["writers"]["file"]["failed"]
@@ -102,7 +102,7 @@ def test_operator_commands_on_a_live_pipeline(stack: Settings, unique: str, tmp_
             "replay up to the poison",
         )
         shown = cli_json("offset", "show", f"{name}/file", port=port)
-        assert shown["failed"]["failed_offset"] == POISON and "poison message" in shown["failed"]["error"]
+        assert shown["failed"]["failedOffset"] == POISON and "poison message" in shown["failed"]["error"]
 
         bad = cli("offset", "mark", f"{name}/file", "999", port=port)
         assert bad.returncode == 2 and b"outside" in bad.stderr

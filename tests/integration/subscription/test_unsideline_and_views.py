@@ -72,7 +72,7 @@ async def test_views_then_unsideline_replays_in_group_order(
             delivered = sum(map(len, endpoint.delivered.values()))
             return (
                 status == 200
-                and body["blocked_groups"] == sorted([fixed_group, broken_group])
+                and body["blockedGroups"] == sorted([fixed_group, broken_group])
                 and (delivered == 200 - in_dlq_first)
             )
 
@@ -80,15 +80,15 @@ async def test_views_then_unsideline_replays_in_group_order(
         # views: shards here, a blocked group's state, a clean group, lag and DLQ depth, bad input
         status, shards = await get("/shards")
         assert status == 200 and [s["subscription"] for s in shards["shards"]] == [sub.name]
-        assert shards["shards"][0]["blocked_groups"] == [fixed_group, broken_group]
+        assert shards["shards"][0]["blockedGroups"] == [fixed_group, broken_group]
         status, state = await get(f"/{sub.name}/groups/{fixed_group}")
-        assert status == 200 and state["owned_here"] and state["blocked"] and state["shard"] == 0
+        assert status == 200 and state["ownedHere"] and state["blocked"] and state["shard"] == 0
         assert state["state"]["dlq"]["p"] is not None and state["state"]["dlq"]["c"] is None
         status, clean = await get(f"/{sub.name}/groups/g0")
-        assert status == 200 and clean["owned_here"] and clean["state"] is None and not clean["blocked"]
+        assert status == 200 and clean["ownedHere"] and clean["state"] is None and not clean["blocked"]
         status, lag = await get(f"/{sub.name}/lag")
-        assert status == 200 and lag["dlq_depth"] == in_dlq_first
-        assert [s["mq_lag"] for s in lag["shards"]] == [0]
+        assert status == 200 and lag["dlqDepth"] == in_dlq_first
+        assert [s["mqLag"] for s in lag["shards"]] == [0]
         status, missing = await get("/nope-unknown/lag")
         assert status == 404 and missing["error"] == "UnknownSubscription"
         status, too_long = await get(f"/{sub.name}/groups/{'x' * (stack.max_group_id_bytes + 1)}")

@@ -37,32 +37,32 @@ def test_api_dashboard_reports_what_was_written(seeded: Seeded) -> None:
     data = _dashboard(seeded, hub_filled)
     assert data["errors"] == []
 
-    [topic] = [t for t in data["composite_topics"] if t["name"] == seeded.topic]
-    assert topic["produce_pointer"] == 1 and len(topic["storage_topics"]) == 2
-    tps = [(s["name"], p) for s in topic["storage_topics"] for p in range(s["partitions"])]
+    [topic] = [t for t in data["compositeTopics"] if t["name"] == seeded.topic]
+    assert topic["producePointer"] == 1 and len(topic["storageTopics"]) == 2
+    tps = [(s["name"], p) for s in topic["storageTopics"] for p in range(s["partitions"])]
     ends = true_end_offsets(seeded.settings.bootstrap, tps)
-    assert [o for s in topic["storage_topics"] for o in s["end_offsets"]] == ends
+    assert [o for s in topic["storageTopics"] for o in s["endOffsets"]] == ends
     assert topic["records"] == sum(ends) == seeded.mq_records
 
     [sub] = [s for s in data["subscriptions"] if s["name"] == seeded.subscription]
-    assert sub["status"] == "stopped" and sub["shard_count"] == 2
-    assert sub["mq_lag"] == seeded.mq_records  # never consumed: every record is lag
-    assert sum(s["mq_lag"] for s in sub["shards"]) == seeded.mq_records
-    assert sub["dlq_depth"] == seeded.dlq_records and sub["rq_depth"] == 0
-    assert sub["blocked_groups"] == []
+    assert sub["status"] == "stopped" and sub["shardCount"] == 2
+    assert sub["mqLag"] == seeded.mq_records  # never consumed: every record is lag
+    assert sum(s["mqLag"] for s in sub["shards"]) == seeded.mq_records
+    assert sub["dlqDepth"] == seeded.dlq_records and sub["rqDepth"] == 0
+    assert sub["blockedGroups"] == []
 
     [batch] = [b for b in data["batches"] if b["batchId"] == str(seeded.batch_id)]
     assert (batch["ackedItems"], batch["totalItems"]) == (seeded.batch_acked, seeded.batch_total)
     assert batch["pendingItems"] == seeded.batch_total - seeded.batch_acked and not batch["isComplete"]
 
     [pipeline] = [p for p in data["pipelines"] if p["name"] == seeded.pipeline]
-    assert pipeline["end_offset"] == seeded.log_records
+    assert pipeline["endOffset"] == seeded.log_records
     [writer] = pipeline["writers"]
-    assert writer["name"] == "mysql" and writer["next_offset"] == seeded.writer_next_offset
+    assert writer["name"] == "mysql" and writer["nextOffset"] == seeded.writer_next_offset
     assert writer["lag"] == seeded.log_records - seeded.writer_next_offset
 
     assert {a["actor"]: a["depth"] for a in data["hub"]["actors"]} == seeded.hub_depth
-    assert data["hub"]["total_depth"] == sum(seeded.hub_depth.values())
+    assert data["hub"]["totalDepth"] == sum(seeded.hub_depth.values())
     assert data["workers"] == [seeded.worker.url]
 
 
@@ -128,23 +128,23 @@ def test_page_in_headless_chromium_shows_the_api_numbers(seeded: Seeded, tmp_pat
     assert 'data-loaded="true"' in result.stdout, result.stderr[-2000:]
     page = _DataValues()
     page.feed(result.stdout)
-    assert page.by_id["composite-count"] == str(len(data["composite_topics"]))
+    assert page.by_id["composite-count"] == str(len(data["compositeTopics"]))
     assert page.by_id["subscription-count"] == str(len(data["subscriptions"]))
     assert page.by_id["batch-count"] == str(len(data["batches"]))
-    assert page.by_id["hub-total"] == str(data["hub"]["total_depth"])
+    assert page.by_id["hub-total"] == str(data["hub"]["totalDepth"])
     values = page.values
 
-    [topic] = [t for t in data["composite_topics"] if t["name"] == seeded.topic]
-    for storage in topic["storage_topics"]:
+    [topic] = [t for t in data["compositeTopics"] if t["name"] == seeded.topic]
+    for storage in topic["storageTopics"]:
         assert _field(values, "records", storage=storage["name"]) == [str(storage["records"])]
-        assert _field(values, "end_offsets", storage=storage["name"]) == [
-            ",".join(map(str, storage["end_offsets"]))
+        assert _field(values, "endOffsets", storage=storage["name"]) == [
+            ",".join(map(str, storage["endOffsets"]))
         ]
     [sub] = [s for s in data["subscriptions"] if s["name"] == seeded.subscription]
-    assert _field(values, "dlq_depth", subscription=sub["name"]) == [str(sub["dlq_depth"])]
+    assert _field(values, "dlqDepth", subscription=sub["name"]) == [str(sub["dlqDepth"])]
     for shard in sub["shards"]:
-        shown = _field(values, "mq_lag", subscription=sub["name"], shard=str(shard["shard"]))
-        assert shown == [str(shard["mq_lag"])]
+        shown = _field(values, "mqLag", subscription=sub["name"], shard=str(shard["shard"]))
+        assert shown == [str(shard["mqLag"])]
     batch_id = str(seeded.batch_id)
     assert _field(values, "acked", batch=batch_id) == [str(seeded.batch_acked)]
     assert _field(values, "total", batch=batch_id) == [str(seeded.batch_total)]
@@ -190,7 +190,7 @@ def test_metrics_expose_lag_dlq_batch_progress_and_cosmos(seeded: Seeded) -> Non
             shard=str(shard["shard"]),
             queue="mq",
         )
-        assert lag == shard["mq_lag"]
+        assert lag == shard["mqLag"]
     assert _metric(text, "hubstream_subscription_dlq_depth", subscription=sub["name"]) == seeded.dlq_records
     batch = str(seeded.batch_id)
     assert _metric(text, "hubstream_batch_items", batch=batch, state="acked") == seeded.batch_acked

@@ -10,8 +10,8 @@ import pytest
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from agents import build_worker
+from agents.openapi import worker_openapi_document
 from app.settings import Settings
-from app.web.openapi import openapi_document
 
 
 @pytest.mark.integration
@@ -37,6 +37,6 @@ def test_document_matches_the_worker_route_table(stack: Settings, tmp_path: Path
         if route.method != "HEAD" and route.resource is not None
     }
     documented = {
-        (method, path) for path, methods in openapi_document()["paths"].items() for method in methods
+        (method, path) for path, methods in worker_openapi_document()["paths"].items() for method in methods
     }
     assert served == documented

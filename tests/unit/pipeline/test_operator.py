@@ -110,7 +110,7 @@ def _host(tmp_path: Path) -> PipelineHost:
 async def test_operator_views_and_refusals(tmp_path: Path) -> None:
     host = _host(tmp_path)
     operator = PipelineOperator(host)
-    assert operator.summary() == {
+    assert operator.summary().model_dump() == {
         "name": "ops",
         "state": "starting",
         "writers": [{"name": "c0", "state": "starting"}],
@@ -125,8 +125,8 @@ async def test_operator_views_and_refusals(tmp_path: Path) -> None:
     try:
         await wait_for(lambda: run.slots["c0"].state.offset == 5)
         status = await operator.status()
-        assert status["commit_log"]["end_offset"] == 6
-        assert status["writers"]["c0"] == {
+        assert status.commit_log.end_offset == 6
+        assert status.writers["c0"].model_dump() == {
             "state": "running",
             "offset": 5,
             "lag": 0,
@@ -143,10 +143,10 @@ async def test_operator_views_and_refusals(tmp_path: Path) -> None:
         with pytest.raises(UnknownWriter):
             await operator.mark("nope", {"offset": 1})
 
-        assert (await operator.pause("c0"))["state"] == "paused"
+        assert (await operator.pause("c0")).state == "paused"
         await _append(log, range(6, 8))
         stepped = await operator.step("c0")
-        assert (stepped["stepped"], stepped["ok"], stepped["offset"], stepped["state"]) == (
+        assert (stepped.stepped, stepped.ok, stepped.offset, stepped.state) == (
             6,
             True,
             6,
@@ -154,11 +154,11 @@ async def test_operator_views_and_refusals(tmp_path: Path) -> None:
         )
         assert sink.received == [2, 3, 4, 5, 6]
         marked = await operator.mark("c0", {"offset": 7})
-        assert (marked["offset"], marked["lag"], marked["state"]) == (7, 0, "paused")
+        assert (marked.offset, marked.lag, marked.state) == (7, 0, "paused")
         assert sink.received == [2, 3, 4, 5, 6]  # the mark wrote nothing
         offsets = await operator.offsets()
-        assert offsets["writers"]["c0"]["offset"] == 7 and offsets["end_offset"] == 8
-        assert (await operator.resume("c0"))["changed"] is True
-        assert operator.summary()["writers"] == [{"name": "c0", "state": "running", "offset": 7}]
+        assert offsets.writers["c0"].offset == 7 and offsets.end_offset == 8
+        assert (await operator.resume("c0")).changed is True
+        assert operator.summary().model_dump()["writers"] == [{"name": "c0", "state": "running", "offset": 7}]
     finally:
         await run.stop()

@@ -23,7 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from app.dashboard.api_models import Dashboard
 from app.dashboard.dashboard import PAGE_PATH
+from app.web.models import to_wire
 
 REPO = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"
@@ -105,7 +107,8 @@ def _hub_total(i: int) -> int:
 
 
 def snapshot(i: int) -> dict[str, Any]:
-    """The /api/dashboard answer at poll i of the scripted run."""
+    """The dashboard's sections at poll i of the scripted run, as the worker builds them; served
+    through the Dashboard model, like the worker's answer."""
     t = BASE_MS + i * STEP_MS
     workers = ["http://10.0.4.11:6066", "http://10.0.4.12:6066"]
     subscriptions = []
@@ -137,6 +140,8 @@ def snapshot(i: int) -> dict[str, Any]:
                 "topic": topic,
                 "status": "running",
                 "shard_count": n,
+                "epoch": 0,
+                "on_dlq": "block_group",
                 "mq_lag": lag,
                 "rq_depth": 0,
                 "dlq_depth": dlq,
@@ -152,38 +157,41 @@ def snapshot(i: int) -> dict[str, Any]:
         batches.append(
             {
                 "kind": "exact",
-                "batchId": batch_id,
-                "userKey": user_key,
-                "isClosed": True,
-                "isComplete": acked == total,
-                "totalItems": total,
-                "ackedItems": acked,
-                "pendingItems": total - acked,
-                "updatedAtMs": t - int(batch_id),
+                "batch_id": batch_id,
+                "user_key": user_key,
+                "is_closed": True,
+                "is_complete": acked == total,
+                "total_items": total,
+                "acked_items": acked,
+                "pending_items": total - acked,
+                "updated_at_ms": t - int(batch_id),
+                "partition": 0,
                 "worker": workers[0],
             }
         )
-    batches.sort(key=lambda b: (b["isComplete"], -b["updatedAtMs"]))
+    batches.sort(key=lambda b: (b["is_complete"], -b["updated_at_ms"]))
     batches.append(
         {
             "kind": "estimated",
-            "batchId": "nightly-export",
-            "userKey": "nightly",
-            "isClosed": False,
-            "isComplete": False,
-            "totalItems": None,
-            "ackedItems": None,
-            "pendingItems": 1_234,
-            "updatedAtMs": t - 60_000,
+            "batch_id": "nightly-export",
+            "user_key": "nightly",
+            "is_closed": False,
+            "is_complete": False,
+            "total_items": None,
+            "acked_items": None,
+            "pending_items": 1_234,
+            "updated_at_ms": t - 60_000,
+            "partition": 1,
             "worker": workers[1],
         }
     )
     ends = {"mysql-mirror": 400_000 + 900 * i, "archive": 80_000 + 300 * i}
-    pipelines = [
+    pipelines: list[dict[str, Any]] = [
         {
             "name": name,
             "commit_log": f"hubstream.pipeline.{name}.log",
             "end_offset": ends[name],
+            "readers": {},
             "writers": [
                 {
                     "name": writer,
@@ -213,6 +221,7 @@ def snapshot(i: int) -> dict[str, Any]:
         "composite_topics": [
             {
                 "name": "data-available",
+                "version": 2,
                 "produce_pointer": 1,
                 "k": 2,
                 "records": sum(ends_t0) + sum(ends_t1),
@@ -245,6 +254,7 @@ def snapshot(i: int) -> dict[str, Any]:
         "workers": workers,
         "worker": workers[0],
         "errors": [],
+        "as_of_ms": {"composite_topics": t, "subscriptions": t, "pipelines": t, "hub": t},
         "generated_at_ms": t,
         "took_ms": 38.2,
     }
@@ -272,7 +282,8 @@ def serve(snapshots: list[dict[str, Any]], extra: dict[str, str] | None = None) 
             if path == "/api/dashboard":
                 index = min(served.api_calls, len(snapshots) - 1)
                 served.api_calls += 1
-                self._send(json.dumps(snapshots[index]).encode(), "application/json")
+                answer = to_wire(Dashboard.model_validate(snapshots[index]))
+                self._send(json.dumps(answer).encode(), "application/json")
             elif path == "/dashboard/":
                 self._send(page, "text/html; charset=utf-8")
             elif path in pages:
@@ -502,6 +513,8 @@ def test_one_sample_many_series_and_no_data(tmp_path: Path) -> None:
                 "topic": "t",
                 "status": "running",
                 "shard_count": 1,
+                "epoch": 0,
+                "on_dlq": "block_group",
                 "mq_lag": 100 * k,
                 "rq_depth": 0,
                 "dlq_depth": 0,

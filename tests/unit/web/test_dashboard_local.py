@@ -8,8 +8,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from app.batch.model import EXACT_PREFIX, ExactBatch
+from app.dashboard.api_models import LocalSections
 from app.dashboard.dashboard import DashboardService
 from app.settings import Settings
+from app.web.models import to_wire
 
 URL = "http://127.0.0.1:6066"
 
@@ -41,7 +43,7 @@ def test_local_sections_show_this_workers_shards_and_batches() -> None:
     supervisor = SimpleNamespace(status=lambda: [{"subscription": "s", "shard": 0}])
     out = _dashboard(Local(subscriptions=supervisor, batch_service=service)).local_sections()
     assert out["shards"] == [{"subscription": "s", "shard": 0, "worker": URL}]
-    assert [(b["batchId"], b["worker"]) for b in out["batches"]] == [("7", URL)]
+    assert [(b["batch_id"], b["worker"]) for b in out["batches"]] == [("7", URL)]
     assert out["errors"] == []
 
 
@@ -49,3 +51,35 @@ def test_a_worker_without_those_capabilities_shows_none() -> None:
     for local in (None, Local()):
         out = _dashboard(local).local_sections()
         assert (out["shards"], out["batches"], out["errors"]) == ([], [], [])
+
+
+SHARD = {
+    "subscription": "s",
+    "shard": 0,
+    "epoch": 1,
+    "running": True,
+    "delivered": 5,
+    "sidelined": 0,
+    "dead_lettered": 1,
+    "skipped": 0,
+    "failures": 2,
+    "mq_storage_idx": 0,
+    "rq_storage_idx": 0,
+    "rq_buffered": 0,
+    "mq_held_at": None,
+    "adopted": 0,
+    "missed_on_recovery": 0,
+    "blocked_groups": ["g"],
+}
+
+
+def test_local_sections_go_out_camel_case_and_peers_read_them_back() -> None:
+    batch = ExactBatch(7, "k", False, 60, 100, 1, 1_000, 2_000)
+    service = SimpleNamespace(ready={0}, store=lambda partition: Store({EXACT_PREFIX + b"7": batch.encode()}))
+    supervisor = SimpleNamespace(status=lambda: [SHARD])
+    out = _dashboard(Local(subscriptions=supervisor, batch_service=service)).local_sections()
+    out["errors"].append({"section": "batches", "reason": "r"})
+    wire = to_wire(LocalSections.model_validate(out))
+    assert wire["shards"][0]["deadLettered"] == 1 and wire["shards"][0]["blockedGroups"] == ["g"]
+    assert wire["batches"][0]["ackedItems"] == 40 and wire["batches"][0]["updatedAtMs"] == 2_000
+    assert LocalSections.model_validate(wire).model_dump() == out  # a peer's answer, as ours

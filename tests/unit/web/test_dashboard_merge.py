@@ -16,7 +16,7 @@ from app.observability.scrape import DashboardCollector
 
 
 def _batch(batch_id: int, complete: bool, updated: int) -> dict[str, Any]:
-    return {"batchId": str(batch_id), "isComplete": complete, "updatedAtMs": updated, "kind": "exact"}
+    return {"batch_id": str(batch_id), "is_complete": complete, "updated_at_ms": updated, "kind": "exact"}
 
 
 @given(
@@ -29,13 +29,13 @@ def test_select_batches_keeps_open_first_then_newest_complete(
 ) -> None:
     batches = [_batch(i, complete, updated) for i, (complete, updated) in enumerate(specs)]
     chosen = select_batches(batches, max_complete, max_total)
-    open_ = [b for b in batches if not b["isComplete"]]
+    open_ = [b for b in batches if not b["is_complete"]]
     assert len(chosen) == min(max_total, len(open_) + min(max_complete, len(batches) - len(open_)))
-    flags = [b["isComplete"] for b in chosen]
+    flags = [b["is_complete"] for b in chosen]
     assert flags == sorted(flags)  # no open batch after a complete one
     assert sum(flags) <= max_complete
     for group in (False, True):
-        times = [b["updatedAtMs"] for b in chosen if b["isComplete"] is group]
+        times = [b["updated_at_ms"] for b in chosen if b["is_complete"] is group]
         assert times == sorted(times, reverse=True)
 
 
@@ -85,8 +85,8 @@ def test_the_scrape_families_carry_the_dashboard_figures() -> None:
         ],
         "pipelines": [{"name": "p", "writers": [{"name": "w", "lag": 9}]}],
         "batches": [
-            {"kind": "exact", "batchId": "1", "isComplete": False, "ackedItems": 4, "totalItems": 10},
-            {"kind": "exact", "batchId": "2", "isComplete": True, "ackedItems": 3, "totalItems": 3},
+            {"kind": "exact", "batch_id": "1", "is_complete": False, "acked_items": 4, "total_items": 10},
+            {"kind": "exact", "batch_id": "2", "is_complete": True, "acked_items": 3, "total_items": 3},
         ],
         "hub": {"actors": [{"actor": "a", "depth": 6}]},
         "shards": [

@@ -186,7 +186,9 @@ DASHBOARD: dict[str, Any] = {
         }
     ],
     "pipelines": [{"name": "p", "writers": [{"name": "mysql", "lag": 9}]}],
-    "batches": [{"kind": "exact", "batchId": "7", "isComplete": False, "ackedItems": 4, "totalItems": 10}],
+    "batches": [
+        {"kind": "exact", "batch_id": "7", "is_complete": False, "acked_items": 4, "total_items": 10}
+    ],
     "hub": {"actors": [{"actor": "a", "depth": 6}]},
     "shards": [
         {"subscription": "s", "shard": 0, "delivered": 5, "dead_lettered": 1, "failures": 2, "sidelined": 3}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import schemathesis
 
-from app.web.openapi_pipeline import pipeline_openapi_document
+from app.pipeline.api_models import pipeline_openapi_document
 
 
 def test_document_loads_and_every_operation_has_responses() -> None:
