@@ -76,6 +76,8 @@ NOT_DATA = {
     "app/cli/topic.py::body": "as above",
     "app/consumer/kafka.py::_heartbeat_loop": "a library consumer's heartbeat: member listing and throttle",
     "app/consumer/kafka.py::_leave": "the heartbeat's tombstone when a copy stops cleanly",
+    "app/consumer/eager.py::start": "a coroutine's send: runs a handler call, writes nothing",
+    "app/consumer/eager.py::resume": "as above",
     "app/flow/mainjob.py::mirror_rows": "the run summary's read of the MySQL mirror (DDL and SELECT)",
     "app/flow/mainjob.py::prepare_mirror": (
         "main job set-up before any row of the run exists (DDL; rows of an earlier broker's batches"
