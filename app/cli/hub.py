@@ -59,7 +59,7 @@ def hub() -> None:
 @click.option("--summary", is_flag=True, help="Print the bundle without its events.")
 def peek(actor: str, domain: str | None, bundle_id: str | None, summary: bool) -> None:
     """Peek the actor's next bundle (the same one again until it is dequeued)."""
-    from app.hub.api_models import bundle_answer
+    from app.hub.api_models import bundle_wire
     from app.hub.service import parse_bundle_id, parse_domains
 
     domains = parse_domains(domain)
@@ -68,7 +68,7 @@ def peek(actor: str, domain: str | None, bundle_id: str | None, summary: bool) -
     if bundle is None:
         click.echo("nothing to peek")
         return
-    data = to_wire(bundle_answer(bundle))
+    data = bundle_wire(bundle)
     if summary:
         data.pop("events")
     echo_json(data)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.dataavailable import DOMAINS
 from app.web.models import ApiModel, omitted_when_none
@@ -11,7 +11,7 @@ from app.web.openapi import ACTOR, Operation, path_param, query_param
 if TYPE_CHECKING:
     from app.hub.service import PeekedBundle
 
-__all__ = ["OPERATIONS", "Bundle", "BundleEvent", "Dequeued", "bundle_answer"]
+__all__ = ["OPERATIONS", "Bundle", "BundleEvent", "Dequeued", "bundle_wire"]
 
 
 class BundleEvent(ApiModel):
@@ -41,28 +41,44 @@ class Dequeued(ApiModel):
     dequeued: bool
 
 
-def bundle_answer(bundle: PeekedBundle) -> Bundle:
+def _wire_names(model: type[ApiModel]) -> dict[str, str]:
+    return {name: field.alias or name for name, field in model.model_fields.items()}
+
+
+_BUNDLE = _wire_names(Bundle)
+_EVENT = _wire_names(BundleEvent)
+
+
+def bundle_wire(bundle: PeekedBundle) -> dict[str, Any]:
+    """The peek answer as `to_wire(Bundle(...))` gives it, built as plain dicts under the models'
+    wire names: a bundle holds up to 51,200 events, and a validated model per event costs ~3 us
+    more than the dict (tests/unit/hub/test_bundle_wire.py holds the two equal)."""
     ref = bundle.ref
-    return Bundle(
-        bundle_id=ref.bundle_id,
-        domain=ref.cabinet.domain,
-        message_type=ref.cabinet.message_type,
-        weight=ref.weight,
-        count=len(bundle.events),
-        events=[
-            BundleEvent(
-                id=s.event.id,
-                recipient=s.event.recipient,
-                origin=s.event.origin,
-                message_type=s.event.message_type,
-                weight=s.event.weight,
-                bundleable=s.event.bundleable,
-                sequence=s.seq,
-                batch_item_id=s.event.batch_item_id,
-            )
-            for s in bundle.events
-        ],
-    )
+    e = _EVENT
+    events = []
+    for s in bundle.events:
+        event = s.event
+        wire = {
+            e["id"]: event.id,
+            e["recipient"]: event.recipient,
+            e["origin"]: event.origin,
+            e["message_type"]: event.message_type,
+            e["weight"]: event.weight,
+            e["bundleable"]: event.bundleable,
+            e["sequence"]: s.seq,
+        }
+        if event.batch_item_id is not None:  # omitted when none, as the model's field says
+            wire[e["batch_item_id"]] = event.batch_item_id
+        events.append(wire)
+    b = _BUNDLE
+    return {
+        b["bundle_id"]: ref.bundle_id,
+        b["domain"]: ref.cabinet.domain,
+        b["message_type"]: ref.cabinet.message_type,
+        b["weight"]: ref.weight,
+        b["count"]: len(bundle.events),
+        b["events"]: events,
+    }
 
 
 TAG = "message hub"

@@ -15,10 +15,10 @@ from aiohttp import web
 from faust.web import View
 
 from app.errors import InvalidInput
-from app.hub.api_models import Dequeued, bundle_answer
+from app.hub.api_models import Dequeued, bundle_wire
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
 from app.settings import Settings
-from app.web.responses import Unauthorized, check_query, guarded, model_response
+from app.web.responses import Unauthorized, check_query, guarded, json_response, model_response
 
 __all__ = ["HubApi", "HubHolder", "actor_from_request", "register_views"]
 
@@ -67,7 +67,7 @@ class HubApi:
         bundle = await (await self._hub()).peek(actor, domains, bundle_id)
         if bundle is None:
             return web.Response(status=204)
-        return model_response(bundle_answer(bundle))
+        return json_response(bundle_wire(bundle))
 
     @guarded
     async def dequeue(self, request: web.Request) -> web.Response:
