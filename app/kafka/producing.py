@@ -145,9 +145,14 @@ class AsyncProducer:
     ) -> None:
         """Queue (key, value) records in order, each reported to `on_delivery` on the poll thread;
         returns once all are queued (not confirmed). Raises as `send` does for a refused record."""
+        produce = self._producer.produce
         for key, value in records:
-            if not self._queue(topic, partition, key, value, None, on_delivery):
+            try:  # `_queue`, inline and with positional arguments: once per record of a bulk
+                produce(topic, value, key, partition, on_delivery)
+            except BufferError:
                 await self._queued(topic, partition, key, value, None, on_delivery)
+            except KafkaException as exc:
+                raise _refused(topic, partition, exc) from exc
 
     async def _queued(
         self,
