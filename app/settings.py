@@ -12,11 +12,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
 
-__all__ = ["EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
+__all__ = ["DEFAULT_METADATA_TOPIC", "EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
 
 # The Cosmos DB emulator's published well-known key; only ever used for the local endpoint.
 # Event containers of the hub on the embedded Cosmos endpoint (see Settings.hub_event_shards).
 EMBEDDED_EVENT_SHARDS = 64
+DEFAULT_METADATA_TOPIC = "__hubstream_composite"
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 
@@ -106,7 +107,7 @@ class Settings(BaseSettings):
     crash_at: str | None = Field(default=None, validation_alias="HUBSTREAM_CRASH_AT")
 
     # Composite topics.
-    metadata_topic: str = Field(default="__hubstream_composite", validation_alias="COMPOSITE_METADATA_TOPIC")
+    metadata_topic: str = Field(default=DEFAULT_METADATA_TOPIC, validation_alias="COMPOSITE_METADATA_TOPIC")
     metadata_refresh_s: float = Field(default=2.0, validation_alias="COMPOSITE_METADATA_REFRESH_S")
     max_group_id_bytes: int = Field(default=256, validation_alias="MAX_GROUP_ID_BYTES")
     max_payload_bytes: int = Field(default=1_048_576, validation_alias="MAX_PAYLOAD_BYTES")

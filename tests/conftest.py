@@ -58,7 +58,9 @@ def kafka(settings: Settings) -> Iterator[Settings]:
 
 @pytest.fixture
 def metadata(stack: Settings) -> Iterator[MetadataStore]:
-    store = MetadataStore(stack.bootstrap, stack.metadata_topic)
+    store = MetadataStore(
+        stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
+    )
     yield store
     store.close()
 

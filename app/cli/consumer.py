@@ -102,6 +102,8 @@ def run(
         topic=topic,
         composite_topic=composite_topic,
         bootstrap=get_settings().bootstrap,
+        metadata_topic=get_settings().metadata_topic,
+        replication_factor=get_settings().kafka_replication_factor,
         key_of=key_from_header(key_header) if key_header else record_key,
         concurrency=concurrency,
         global_in_flight=global_in_flight,

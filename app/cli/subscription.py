@@ -16,9 +16,9 @@ from app.subscription.unsideline import unsideline
 
 def _stores() -> tuple[SubscriptionRegistry, MetadataStore]:
     s = get_settings()
-    return SubscriptionRegistry(s.bootstrap, s.subscription_registry_topic), MetadataStore(
-        s.bootstrap, s.metadata_topic
-    )
+    return SubscriptionRegistry(
+        s.bootstrap, s.subscription_registry_topic, replication_factor=s.kafka_replication_factor
+    ), MetadataStore(s.bootstrap, s.metadata_topic, replication_factor=s.kafka_replication_factor)
 
 
 @click.group(cls=HubstreamGroup)

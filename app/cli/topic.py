@@ -17,7 +17,9 @@ from app.settings import get_settings
 
 def _store() -> MetadataStore:
     settings = get_settings()
-    return MetadataStore(settings.bootstrap, settings.metadata_topic)
+    return MetadataStore(
+        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+    )
 
 
 @click.group(cls=HubstreamGroup)

@@ -14,7 +14,6 @@ from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
 from app.kafka.admin import TopicSpec
 from app.kafka.compacted import CompactedLog
-from app.settings import get_settings
 
 __all__ = ["MetadataStore"]
 
@@ -22,15 +21,16 @@ __all__ = ["MetadataStore"]
 class MetadataStore:
     """Reads and writes composite-topic definitions in the metadata topic."""
 
-    def __init__(self, bootstrap: str, metadata_topic: str) -> None:
+    def __init__(self, bootstrap: str, metadata_topic: str, *, replication_factor: int) -> None:
         self.bootstrap = bootstrap
         self.topic = metadata_topic
+        self.replication_factor = replication_factor
         self._log = CompactedLog(
             bootstrap,
             metadata_topic,
             reader_group="hubstream-metadata-reader",
             point="composite.metadata.write",
-            replication_factor=get_settings().kafka_replication_factor,
+            replication_factor=replication_factor,
         )
         self.admin = self._log.admin  # one admin client for the store and its log
         self._topics: dict[str, CompositeTopic] = {}

@@ -58,7 +58,6 @@ from app.errors import ConfigError, HubstreamError
 from app.kafka.consuming import group_member, partition_reader
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
-from app.settings import get_settings
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
@@ -133,7 +132,9 @@ class KeyedConsumer:
         s = self.settings
         self._loop = asyncio.get_running_loop()
         if s.composite_topic is not None:
-            self._store = MetadataStore(s.bootstrap, s.metadata_topic or get_settings().metadata_topic)
+            self._store = MetadataStore(
+                s.bootstrap, s.metadata_topic, replication_factor=s.replication_factor
+            )
             try:
                 await self._start_composite(self._store)
             except BaseException:

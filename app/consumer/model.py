@@ -13,6 +13,7 @@ from typing import NamedTuple, Protocol
 
 from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
+from app.settings import DEFAULT_METADATA_TOPIC
 from app.subscription.model import OnDlq, RetryPolicy
 
 __all__ = [
@@ -119,10 +120,11 @@ class ConsumerSettings:
     `<name>-requests` and `<name>-replies` (questions about a key, answered by its owner).
 
     The source is `topic` (a Kafka topic) or `composite_topic` (a composite topic's name, resolved
-    in the metadata topic `metadata_topic`, by default the COMPOSITE_METADATA_TOPIC setting): its
+    in the metadata topic `metadata_topic`, the CLI's from the COMPOSITE_METADATA_TOPIC setting): its
     storage topics are read in order, the next one only once the produce pointer has been past the
     current one for `switch_grace_s` (producers still holding the old pointer) and the group has
-    committed every partition of it to its end."""
+    committed every partition of it to its end. The topics the consumer creates get
+    `replication_factor` replicas (the CLI's: the KAFKA_REPLICATION_FACTOR setting)."""
 
     name: str
     topic: str = ""
@@ -140,7 +142,8 @@ class ConsumerSettings:
     session_timeout_s: float = 6.0
     revoke_timeout_s: float = 5.0  # handlers of revoked partitions still running then are abandoned
     composite_topic: str | None = None  # the source, instead of `topic`
-    metadata_topic: str | None = None  # where composite topics are defined (None: the setting)
+    metadata_topic: str = DEFAULT_METADATA_TOPIC  # where composite topics are defined
+    replication_factor: int = 1  # of the topics the consumer creates (its own, the metadata topic)
     switch_grace_s: float = 5.0  # after a produce-pointer switch, before leaving a drained storage topic
 
     def __post_init__(self) -> None:
@@ -161,6 +164,8 @@ class ConsumerSettings:
             raise InvalidInput("consumer bootstrap is empty")
         if self.switch_grace_s < 0:
             raise InvalidInput("switch_grace_s must not be negative")
+        if self.replication_factor < 1:
+            raise InvalidInput("replication_factor must be at least 1")
         if self.concurrency < 1 or self.buffered < 1:
             raise InvalidInput("concurrency and buffered must be at least 1")
         if self.global_in_flight is not None and self.global_in_flight < 1:

@@ -10,7 +10,6 @@ from app.consumer.model import ConsumerSettings
 from app.consumer.source import Source
 from app.errors import ConfigError
 from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
-from app.settings import get_settings
 
 __all__ = ["drained_facts", "ensure_topics", "resolve_source"]
 
@@ -49,7 +48,7 @@ def drained_facts(settings: ConsumerSettings, source: Source, idx: int) -> Drain
 def ensure_topics(settings: ConsumerSettings, source: Source | None = None) -> int:
     """Create the consumer's own topics (the partition count of the source, or of a composite
     source's first storage topic); the count."""
-    admin = KafkaAdmin(settings.bootstrap, get_settings().kafka_replication_factor)
+    admin = KafkaAdmin(settings.bootstrap, settings.replication_factor)
     if source is None:
         source = resolve_source(settings)
     partitions = source.lanes

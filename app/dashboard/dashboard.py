@@ -88,7 +88,9 @@ class DashboardService:
         self.settings = settings
         self.local = local  # this worker's hub, shards and batch table (None: none of them here)
         self.config = config or DashboardConfig()
-        self.metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+        self.metadata = MetadataStore(
+            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+        )
         self._registry: Any = None
         self._cache: dict[str, _Cached] = {}
 
@@ -97,7 +99,9 @@ class DashboardService:
     def _subscription_registry(self) -> Any:
         if self._registry is None:
             self._registry = SubscriptionRegistry(
-                self.settings.bootstrap, self.settings.subscription_registry_topic
+                self.settings.bootstrap,
+                self.settings.subscription_registry_topic,
+                replication_factor=self.settings.kafka_replication_factor,
             )
         return self._registry
 

@@ -40,7 +40,11 @@ class SubscriptionTopics:
 
 
 def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
-    registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
+    registry = SubscriptionRegistry(
+        settings.bootstrap,
+        settings.subscription_registry_topic,
+        replication_factor=settings.kafka_replication_factor,
+    )
     try:
         registry.refresh()
         sub = registry.get(name)
@@ -51,7 +55,9 @@ def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
 
 def partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
     """Every (storage topic, partition) of composite topic `composite`, read once from its metadata."""
-    metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+    metadata = MetadataStore(
+        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+    )
     try:
         return metadata.get(composite).partitions
     finally:

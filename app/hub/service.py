@@ -76,8 +76,19 @@ class MessageHub:
         cls, settings: Settings, *, store: CosmosStore | None = None, bundle_log: BundleLog | None = None
     ) -> MessageHub:
         """Open the hub's containers (created on first use); closes the store only if it opened it."""
-        owned = store is None
-        cosmos = store if store is not None else await open_cosmos(settings)
+        if store is not None:
+            return await cls._open_on(settings, store, bundle_log, owned=False)
+        cosmos = await open_cosmos(settings)
+        try:
+            return await cls._open_on(settings, cosmos, bundle_log, owned=True)
+        except BaseException:
+            await cosmos.close()  # else its HTTP session is left open ("Unclosed client session")
+            raise
+
+    @classmethod
+    async def _open_on(
+        cls, settings: Settings, cosmos: CosmosStore, bundle_log: BundleLog | None, *, owned: bool
+    ) -> MessageHub:
         prefix = settings.hub_container_prefix
         names = ("drawers", "catalog", "ledgers", "ids")
         drawers, catalog, ledgers, ids = await asyncio.gather(

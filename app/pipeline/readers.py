@@ -284,7 +284,11 @@ class CompositeSource(Threaded):
 
     def _assign_new(self, positions: Mapping[str, Any]) -> None:
 
-        store = MetadataStore(self.settings.bootstrap, self.settings.metadata_topic)
+        store = MetadataStore(
+            self.settings.bootstrap,
+            self.settings.metadata_topic,
+            replication_factor=self.settings.kafka_replication_factor,
+        )
         try:
             topic = store.get(self.name)
         finally:

@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 
 from app.kafka.compacted import CompactedLog
-from app.settings import get_settings
 from app.subscription.errors import UnknownSubscription
 from app.subscription.model import Subscription
 
@@ -27,7 +26,7 @@ SHARD_MARK_INTERVAL_S = 10.0
 
 
 class SubscriptionRegistry:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, *, replication_factor: int) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self._log = CompactedLog(
@@ -35,7 +34,7 @@ class SubscriptionRegistry:
             topic,
             reader_group="hubstream-subscription-registry",
             point="subscription.registry.write",
-            replication_factor=get_settings().kafka_replication_factor,
+            replication_factor=replication_factor,
         )
         self._subs: dict[str, Subscription] = {}
         self._marks: dict[str, dict[int, dict[str, Any]]] = {}

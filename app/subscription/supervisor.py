@@ -40,8 +40,14 @@ class Supervisor:
         self.settings = settings
         self.table = table
         self.owned_slots = owned_slots
-        self.registry = SubscriptionRegistry(settings.bootstrap, settings.subscription_registry_topic)
-        self.metadata = MetadataStore(settings.bootstrap, settings.metadata_topic)
+        self.registry = SubscriptionRegistry(
+            settings.bootstrap,
+            settings.subscription_registry_topic,
+            replication_factor=settings.kafka_replication_factor,
+        )
+        self.metadata = MetadataStore(
+            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+        )
         self.runners: dict[ShardKey, tuple[ShardRunner, asyncio.Task[None], Subscription]] = {}
         self._owns: dict[ShardKey, Callable[[str], bool]] = {}
         self._marked_at: dict[ShardKey, float] = {}

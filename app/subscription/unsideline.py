@@ -117,7 +117,12 @@ async def _replay(
     """Copy the picked records into RQ in group order; where each copy was written, per group."""
     # its own store: closing the producer closes the store it was given
     out = AsyncCompositeProducer(
-        settings, sub.rq_topic, store=MetadataStore(metadata.bootstrap, metadata.topic), copies=True
+        settings,
+        sub.rq_topic,
+        store=MetadataStore(
+            metadata.bootstrap, metadata.topic, replication_factor=metadata.replication_factor
+        ),
+        copies=True,
     )
     rq = metadata.get(sub.rq_topic)
     written: dict[str, list[MessageState]] = {}

@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from agents.openapi import worker_openapi_document
 from app.settings import EMULATOR_KEY, Settings
 from tests.integration.web.worker import HUBSTREAM, REPO, Worker, start_worker, worker_env
+from tests.support.waiting import wait_until
 
 ADMIN_TOKEN = f"admin-{uuid.uuid4().hex}"
 JWT_SECRET = f"jwt-secret-{uuid.uuid4().hex}"
@@ -133,9 +134,12 @@ def test_secrets_never_reach_the_log(guarded_worker: Worker, stack: Settings) ->
     for secret in (ADMIN_TOKEN, JWT_SECRET, EMULATOR_KEY):
         producer.produce(topic, orjson.dumps({"batchItemIds": [secret]}), b"k", partition=0)
     assert producer.flush(30) == 0
-    deadline = time.monotonic() + 60
-    while guarded_worker.log().count("ack record dead-lettered") < 3 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(
+        lambda: guarded_worker.log().count("ack record dead-lettered") >= 3,
+        60,
+        "three ack records dead-lettered in the log",
+        poll_s=0.5,
+    )
     log = guarded_worker.log()
     assert log.count("ack record dead-lettered") >= 3, log[-3000:]
     assert "***" in log

@@ -97,21 +97,15 @@ def start_worker(env: dict[str, str], home: Path) -> BatchWorker:
 
 def wait_serving(workers: list[BatchWorker], timeout_s: float = 60.0) -> None:
     """Until the workers together serve every table partition exactly once, each at least one."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
+
+    def serving() -> bool:
         for worker in workers:
             assert worker.proc.poll() is None, f"worker died:\n{worker.log()[-3000:]}"
-        try:
-            by_worker = [w.status()["partitionsServed"] for w in workers]
-            served = [p for ps in by_worker for p in ps]
-            if sorted(served) == list(range(PARTITIONS)) and all(by_worker):
-                return
-            last = served
-        except OSError as exc:
-            last = exc
-        time.sleep(0.3)
-    raise AssertionError(f"workers not serving all partitions after {timeout_s} s: {last}")
+        by_worker = [w.status()["partitionsServed"] for w in workers]
+        served = [p for ps in by_worker for p in ps]
+        return sorted(served) == list(range(PARTITIONS)) and all(by_worker)
+
+    wait_until(serving, timeout_s, "the workers to serve all partitions", poll_s=0.3, retry_on=(OSError,))
 
 
 def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list[dict[str, Any]]:

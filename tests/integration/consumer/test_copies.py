@@ -23,6 +23,7 @@ from app.consumer import (
 from app.consumer.inspect import key_state, members
 from app.settings import Settings
 from tests.integration.consumer.helpers import check_outcome, dead_lettered, fill, parse, wait_until
+from tests.support.waiting import async_wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -81,9 +82,7 @@ async def test_three_copies_scale_and_keep_key_order(kafka: Settings, unique: st
         listed[:] = await asyncio.to_thread(members, kafka.bootstrap, name)
         return sorted(p for m in listed for p in m.partitions) == list(range(PARTITIONS))
 
-    deadline = time.monotonic() + 30
-    while not await listing_covers_all():
-        assert time.monotonic() < deadline, f"members never listed every partition once: {listed}"
+    await async_wait_until(listing_covers_all, 30, "members listing every partition once")
     await wait_until(lambda: len(handled) >= total // 2, 120, "half handled")
     for c in copies[1:]:
         c.stop()

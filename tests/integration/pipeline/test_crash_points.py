@@ -7,7 +7,6 @@ each key's versions in source order."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from app.composite.store import MetadataStore
 from app.cosmos import CosmosStore
 from app.kafka.admin import true_end_offsets
 from app.settings import Settings
+from tests.support.waiting import async_wait_until
 
 from .support import cli, start, stop
 
@@ -106,25 +106,23 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
         writers = report["writers"].values()
         return report["commitLog"]["endOffset"] >= MESSAGES and all(w["lag"] == 0 for w in writers)
 
+    async def sinks_complete() -> list[dict[str, int]]:  # the topic's records, [] until complete
+        # The sinks are read only once every writer is at the log's end, so that they show
+        # the whole replay after the crash.
+        if not await asyncio.to_thread(caught_up):
+            return []
+        bus = await asyncio.to_thread(kafka_records, stack.bootstrap, topic)
+        done = (
+            await asyncio.to_thread(mysql_rows) == newest
+            and await docs() == newest
+            and {r["weight"] for r in bus} >= set(range(MESSAGES))
+        )
+        return bus if done else []
+
     try:
-        deadline = time.monotonic() + 150
-        while True:
-            # The sinks are read only once every writer is at the log's end, so that they show
-            # the whole replay after the crash.
-            if not await asyncio.to_thread(caught_up):
-                assert time.monotonic() < deadline, "the writers never caught up after the restart"
-                await asyncio.sleep(0.25)
-                continue
-            bus = await asyncio.to_thread(kafka_records, stack.bootstrap, topic)
-            done = (
-                await asyncio.to_thread(mysql_rows) == newest
-                and await docs() == newest
-                and {r["weight"] for r in bus} >= set(range(MESSAGES))
-            )
-            if done:
-                break
-            assert time.monotonic() < deadline, "the writers never caught up after the restart"
-            await asyncio.sleep(0.25)  # the next look at the three sinks
+        bus = await async_wait_until(
+            sinks_complete, 150, "the writers to catch up after the restart", poll_s=0.25
+        )
         assert proc.poll() is None, "the restarted pipeline must stay up"
     finally:
         stop(proc)

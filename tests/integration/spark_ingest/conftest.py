@@ -24,7 +24,9 @@ from spark_ingest.reader import build_session
 
 @pytest.fixture
 def metadata(kafka: Settings) -> Iterator[MetadataStore]:
-    store = MetadataStore(kafka.bootstrap, kafka.metadata_topic)
+    store = MetadataStore(
+        kafka.bootstrap, kafka.metadata_topic, replication_factor=kafka.kafka_replication_factor
+    )
     yield store
     store.close()
 

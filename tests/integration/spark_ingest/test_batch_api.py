@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from app.settings import Settings
 from spark_ingest.job import IngestOptions, run_ingest
 from spark_ingest.sample import SampleSpec, generate
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[3]
@@ -49,18 +49,19 @@ def worker(
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
+
+    def serving() -> bool:
+        assert proc.poll() is None, f"worker died:\n{log.read_text()[-3000:]}"
+        with urllib.request.urlopen(f"{url}/api/v1/batch/status", timeout=2) as response:
+            return sorted(orjson.loads(response.read())["partitionsServed"]) == list(range(partitions))
+
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            assert proc.poll() is None, f"worker died:\n{log.read_text()[-3000:]}"
-            try:
-                with urllib.request.urlopen(f"{url}/api/v1/batch/status", timeout=2) as response:
-                    if sorted(orjson.loads(response.read())["partitionsServed"]) == list(range(partitions)):
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"worker not serving:\n{log.read_text()[-3000:]}"
-            time.sleep(0.3)
+        try:
+            wait_until(serving, timeout_s, "the worker to serve", poll_s=0.3, retry_on=(OSError,))
+        except AssertionError as exc:
+            if proc.poll() is not None:
+                raise  # it died: the message carries its log
+            raise AssertionError(f"{exc}:\n{log.read_text()[-3000:]}") from None
         yield url
     finally:
         proc.terminate()

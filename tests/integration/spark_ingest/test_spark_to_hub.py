@@ -89,7 +89,9 @@ def hub_settings(stack: Settings, unique: str) -> Settings:
 def subscription(stack: Settings, metadata: MetadataStore, unique: str) -> Iterator[tuple[str, str]]:
     topic, name = f"da-{unique}", f"hub-{unique}"
     metadata.create(topic, 6)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     try:
         ops.create(registry, metadata, name, topic, EndpointSpec("batch", "hub", timeout_s=60.0), start=True)
         yield topic, f"__subs-{unique}"

@@ -28,7 +28,11 @@ async def _produce(
 ) -> None:
     def run() -> None:
         with CompositeProducer(
-            stack, topic, store=MetadataStore(stack.bootstrap, stack.metadata_topic)
+            stack,
+            topic,
+            store=MetadataStore(
+                stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
+            ),
         ) as producer:
             for seq in seqs:
                 g = f"g{seq % GROUPS}"
@@ -57,7 +61,9 @@ async def test_acceptance_failover_switch_and_reshard(
     endpoint.broken = {
         str(seq) for seq in range(40 + 3 * GROUPS, 40 + 3 * GROUPS + 5)
     }  # 5 groups fail for good
-    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

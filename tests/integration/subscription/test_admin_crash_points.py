@@ -46,7 +46,9 @@ def test_subscription_create_cut_at_its_registry_write(
     stack: Settings, metadata: MetadataStore, unique: str
 ) -> None:
     metadata.create(f"adm-{unique}", 2)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     try:
         name = f"adm-sub-{unique}"
         with crashpoints.armed("subscription.registry.write"), pytest.raises(crashpoints.InjectedFault):
@@ -70,7 +72,9 @@ async def test_reset_offset_cut_at_its_writes_then_run_again(
         for seq in range(MESSAGES):
             g = groups[seq % len(groups)]
             producer.produce(g, f"{g}:{seq}")
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     try:
         sub = ops.create(registry, metadata, f"adm-r-{unique}", topic, EndpointSpec("callable", "rec"))
         first = Recorder()

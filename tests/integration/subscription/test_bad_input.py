@@ -78,7 +78,9 @@ async def test_bad_records_go_to_dlq_with_reasons_and_the_shard_goes_on(
                 raw.flush(10)
             producer.produce(g, b"{oops" if seq == bad_seq else orjson.dumps({"seq": seq}))
             produced[g].append(seq)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

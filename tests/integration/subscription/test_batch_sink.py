@@ -76,7 +76,9 @@ async def test_batch_sink_keeps_group_order_through_retries_and_dlq(
     broken_groups = groups[20:23]
     broken = {produced[g][5] for g in broken_groups}
     sink = FlakySink(transient, broken)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,
@@ -127,7 +129,9 @@ async def test_batch_sink_skip_failed_delivers_the_rest_of_the_group(
             produced[g].append(seq)
     broken = {produced["g3"][2], produced["g7"][10]}
     sink = FlakySink(set(), broken)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

@@ -67,14 +67,22 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
     produced: dict[str, list[int]] = {g: [] for g in groups}
 
     def produce(seqs: range) -> None:
-        with CompositeProducer(stack, topic, store=MetadataStore(stack.bootstrap, stack.metadata_topic)) as p:
+        with CompositeProducer(
+            stack,
+            topic,
+            store=MetadataStore(
+                stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
+            ),
+        ) as p:
             for seq in seqs:
                 g = groups[seq % len(groups)]
                 p.produce(g, f"{g}:{seq}")
                 produced[g].append(seq)
 
     produce(range(300))
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

@@ -92,7 +92,9 @@ async def test_a_shard_crashed_at_a_write_still_delivers_every_group_in_order(
 ) -> None:
     topic = f"subcp-{unique}"
     metadata.create(topic, 2)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     # Retries wait long enough for the restarted shard to read MQ again before the copy is due.
     retry = RetryPolicy(max_attempts=5, min_backoff_s=3.0, max_backoff_s=3.0)
     sub = ops.create(

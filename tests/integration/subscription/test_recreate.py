@@ -51,7 +51,9 @@ async def test_a_recreated_subscription_reads_its_own_retry_copies(
 ) -> None:
     topic, name = f"subre-{unique}", f"subre-{unique}"
     metadata.create(topic, 1)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     retry = RetryPolicy(max_attempts=3, min_backoff_s=0.1, max_backoff_s=0.1)
 
     def produce(texts: list[str]) -> None:

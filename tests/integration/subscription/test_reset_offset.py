@@ -42,7 +42,9 @@ async def test_mq_rewind_and_timestamp_fast_forward(
                 next_offset[p] += 1
 
     produce(range(120))
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(registry, metadata, f"subr-{unique}", topic, EndpointSpec("callable", "rec"))
     first = Recorder()
     async with running_shards(stack, sub, metadata, endpoint=first):
@@ -77,7 +79,9 @@ async def test_rq_dlq_refuse_rewind_and_running_refuses_reset(
 ) -> None:
     topic = f"subq-{unique}"
     metadata.create(topic, 2)
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(registry, metadata, f"subq-{unique}", topic, EndpointSpec("callable", "rec"))
     rq = metadata.get(sub.rq_topic).storage_topics[0]
     with CompositeProducer(stack, sub.rq_topic, store=metadata) as producer:

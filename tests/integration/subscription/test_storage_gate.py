@@ -39,7 +39,9 @@ async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
     topic = f"gate-{unique}"
     metadata.create(topic, 4)
     produce(stack, metadata, topic, range(40))
-    registry = SubscriptionRegistry(stack.bootstrap, f"__subs-{unique}")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
     try:
         sub = ops.create(
             registry, metadata, f"gate-{unique}", topic, EndpointSpec("callable", "rec"), shard_count=2

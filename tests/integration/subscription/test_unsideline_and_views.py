@@ -42,7 +42,9 @@ async def test_views_then_unsideline_replays_in_group_order(
     fixed_group, broken_group = "g3", "g5"
     fixed_seq, broken_seq = produced[fixed_group][4], produced[broken_group][7]
     endpoint.broken = {str(fixed_seq), str(broken_seq)}
-    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

@@ -50,7 +50,9 @@ async def test_unsideline_cut_at_its_writes_then_run_again(
             produced[g].append(seq)
     fixed = "g3"
     endpoint.broken = {str(produced[fixed][2])}  # 404: to DLQ, and the group's later messages follow
-    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
     try:
         sub = ops.create(
             registry, metadata, f"subx-{unique}", topic, EndpointSpec("http", endpoint.url, 5.0), start=True

@@ -41,7 +41,9 @@ async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_orde
     endpoint.transient = set(groups[:4])  # the first two attempts of each of their messages fail
     blocked_seq = 5 * GROUPS + 7  # g7's sixth message fails for good: g7 is blocked from there
     endpoint.broken = {str(blocked_seq)}
-    registry = SubscriptionRegistry(stack.bootstrap, workers.registry_topic)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
     sub = ops.create(
         registry,
         metadata,

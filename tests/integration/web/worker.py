@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import orjson
 from app.cosmos import open_cosmos
 from app.settings import Settings
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 HUBSTREAM = REPO / ".venv" / "bin" / "hubstream"
@@ -99,19 +99,21 @@ def start_worker(env: dict[str, str], home: Path, ready_path: str = "/api/v1/bat
         stderr=subprocess.STDOUT,
     )
     worker = Worker(proc, f"http://127.0.0.1:{port}", home, env)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def serving() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"worker exited with {proc.returncode}:\n{worker.log()[-4000:]}")
-        try:
-            status, raw = worker.request("GET", ready_path)
-            if status == 200 and orjson.loads(raw).get("partitionsServed"):
-                return worker
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.5)
-    worker.stop()
-    raise AssertionError(f"worker not ready after 90 s:\n{worker.log()[-4000:]}")
+        status, raw = worker.request("GET", ready_path)
+        return status == 200 and bool(orjson.loads(raw).get("partitionsServed"))
+
+    try:
+        wait_until(serving, 90, "the worker to be ready", poll_s=0.5, retry_on=(OSError, ValueError))
+    except AssertionError as exc:
+        if proc.poll() is not None:
+            raise  # it exited: the message carries its log
+        worker.stop()
+        raise AssertionError(f"{exc}:\n{worker.log()[-4000:]}") from None
+    return worker
 
 
 async def drop_database(settings: Settings) -> None:

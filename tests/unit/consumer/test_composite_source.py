@@ -15,6 +15,7 @@ from app.consumer.memory import MemoryQueues, MemoryStateLog
 from app.consumer.model import ConsumerSettings, Message, RetryPolicy
 from app.consumer.source import Source
 from app.errors import InvalidInput
+from app.settings import Settings
 from app.subscription.records import decode_internal
 from tests.support.waiting import async_wait_until
 
@@ -38,7 +39,11 @@ def test_settings_take_exactly_one_source() -> None:
         ConsumerSettings(name="c", composite_topic="no spaces", bootstrap="b:9")
     with pytest.raises(InvalidInput, match="bootstrap is empty"):
         ConsumerSettings(name="c", topic="t")
+    with pytest.raises(InvalidInput, match="replication_factor"):
+        ConsumerSettings(name="c", topic="t", bootstrap="b:9", replication_factor=0)
     plain = ConsumerSettings(name="c", topic="t", bootstrap="b:9")
+    setting_default = Settings.model_fields["metadata_topic"].default
+    assert (plain.metadata_topic, plain.replication_factor) == (setting_default, 1)
     assert (plain.source, plain.source_topic(0)) == ("t", "t")
     composite = composite_settings()
     assert (composite.source, composite.source_topic(0), composite.source_topic(2)) == (
