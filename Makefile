@@ -53,8 +53,9 @@ test: install lint
 test-unit: install
 	@$(MAKE) --no-print-directory -j3 --output-sync=target _lint _unit-models _unit-rest
 
-# Unit tests leak nothing: an unclosed file, socket or session fails them (pyproject ignores
-# ResourceWarning for the suites that run the services; a leak found in __del__ is "unraisable").
+# Unit tests leak nothing: an unclosed file, socket or session fails them (for the suites that
+# run the services pyproject only lists them in the warnings summary; a leak found in __del__ is
+# "unraisable").
 UNIT_WARNINGS := -W error::ResourceWarning -W error::pytest.PytestUnraisableExceptionWarning
 
 _unit-models:
