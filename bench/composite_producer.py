@@ -31,9 +31,7 @@ def main() -> None:
     messages: int = args.messages
     settings = get_settings()
     stack_up(settings)
-    store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    store = MetadataStore.of(settings)
     suffix = uuid.uuid4().hex[:8]
     composite = store.create(f"bench-composite-{suffix}", 12)
     raw_topic = f"bench-composite-{suffix}.0"  # raw producer writes the same storage topic

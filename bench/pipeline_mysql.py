@@ -253,9 +253,7 @@ def main() -> None:
     suffix = uuid.uuid4().hex[:8]
     rows = make_rows(args.rows, suffix)
 
-    store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    store = MetadataStore.of(settings)
     composite = store.create(f"bench-pl-src-{suffix}", args.partitions)
     with CompositeProducer(settings, composite.name, store=store) as producer:
         for row in rows:

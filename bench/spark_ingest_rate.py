@@ -110,9 +110,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     settings = get_settings()
-    store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    store = MetadataStore.of(settings)
     suffix = uuid.uuid4().hex[:8]
     names = {side: f"bench-ingest-{side}-{suffix}" for side in ("spark_cold", "spark", "baseline", "raw")}
     topics = {side: store.create(name, PARTITIONS).current for side, name in names.items()}

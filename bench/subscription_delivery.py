@@ -55,9 +55,7 @@ class Clock:
 
 
 async def bench_subscription(settings: Settings, topic: str, total: int, kind: str) -> float:
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    metadata = MetadataStore.of(settings)
     sub = Subscription(f"bench-{uuid.uuid4().hex[:8]}", topic, EndpointSpec(kind, "noop"))
     metadata.create(sub.rq_topic, PARTITIONS, exist_ok=True)
     metadata.create(sub.dlq_topic, PARTITIONS, exist_ok=True)
@@ -118,9 +116,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     settings = get_settings()
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    metadata = MetadataStore.of(settings)
     topic = f"bench-sub-{uuid.uuid4().hex[:8]}"
     metadata.create(topic, PARTITIONS)
     with CompositeProducer(settings, topic, store=metadata) as producer:

@@ -184,9 +184,7 @@ def run_ingest(
     lines through `report` every `options.progress_interval_s`)."""
     settings = settings or get_settings()
     progress = progress or TextProgress(report, options.progress_interval_s)
-    store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    store = MetadataStore.of(settings)
     try:
         storage = store.get(options.topic).current
     finally:

@@ -58,9 +58,7 @@ def kafka(settings: Settings) -> Iterator[Settings]:
 
 @pytest.fixture
 def metadata(stack: Settings) -> Iterator[MetadataStore]:
-    store = MetadataStore(
-        stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
-    )
+    store = MetadataStore.of(stack)
     yield store
     store.close()
 

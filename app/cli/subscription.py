@@ -16,9 +16,7 @@ from app.subscription.unsideline import unsideline
 
 def _stores() -> tuple[SubscriptionRegistry, MetadataStore]:
     s = get_settings()
-    return SubscriptionRegistry(
-        s.bootstrap, s.subscription_registry_topic, replication_factor=s.kafka_replication_factor
-    ), MetadataStore(s.bootstrap, s.metadata_topic, replication_factor=s.kafka_replication_factor)
+    return SubscriptionRegistry.of(s), MetadataStore.of(s)
 
 
 @click.group(cls=HubstreamGroup)

@@ -17,9 +17,7 @@ from app.settings import get_settings
 
 def _store() -> MetadataStore:
     settings = get_settings()
-    return MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    return MetadataStore.of(settings)
 
 
 @click.group(cls=HubstreamGroup)

@@ -124,9 +124,7 @@ class CompositeProducer:
         self, settings: Settings, name: str, store: MetadataStore | None = None, **config: Any
     ) -> None:
         self.settings = settings
-        self._store = store or MetadataStore(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-        )
+        self._store = store or MetadataStore.of(settings)
         self._router = RoutedTarget(
             self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
         )
@@ -195,9 +193,7 @@ class AsyncCompositeProducer:
         self._max_payload_bytes = None if copies else settings.max_payload_bytes
         if copies:
             config.setdefault("message.max.bytes", LIBRDKAFKA_MAX_MESSAGE_BYTES)
-        self._store = store or MetadataStore(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-        )
+        self._store = store or MetadataStore.of(settings)
         self._router = RoutedTarget(
             self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
         )

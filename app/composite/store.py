@@ -14,6 +14,7 @@ from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
 from app.kafka.admin import TopicSpec
 from app.kafka.compacted import CompactedLog
+from app.settings import Settings
 
 __all__ = ["MetadataStore"]
 
@@ -34,6 +35,13 @@ class MetadataStore:
         )
         self.admin = self._log.admin  # one admin client for the store and its log
         self._topics: dict[str, CompositeTopic] = {}
+
+    @classmethod
+    def of(cls, settings: Settings) -> MetadataStore:
+        """The store of these settings' broker and metadata topic."""
+        return cls(
+            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+        )
 
     # -- reading -------------------------------------------------------------------
     def _apply(self, name: str, value: bytes | None) -> None:

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
@@ -726,7 +726,7 @@ class KeyedConsumer:
     ) -> None:
         """Run a lane from `item`, its head, until the lane is idle. `first`: the head's handler
         call, started already (`_pull`): suspended, to be awaited to its end, or its failure."""
-        counted, stats = self._handler, self.stats
+        counted = self._handler
         # Nothing to wait for before a call and nothing to check around it: fresh keys' records
         # run here directly; anything else (or a failure) goes through `_run_one`.
         plain = self._shares is None and self._throttle is None and self.settings.filter is None
@@ -747,28 +747,14 @@ class KeyedConsumer:
                         counted.leave(True)
                         await self._run_one(item, started)
                     else:
-                        try:
-                            await resume(started)
-                        except Exception as exc:  # the handler's: retry or DLQ
-                            counted.leave(True)
-                            await self._run_one(item, exc)
-                        else:
-                            counted.leave(False)
-                            stats.delivered += 1
+                        await self._call_ends(item, resume(started))
                 else:
                     message = self._fresh(item) if plain else None
                     if message is None:
                         await self._run_one(item)
-                    else:  # a key without state: the handler without a coroutine of its own
+                    else:  # a key without state: the handler without the engine's checks
                         counted.enter()
-                        try:
-                            await counted.handler(message)
-                        except Exception as exc:  # the handler's: retry or DLQ
-                            counted.leave(True)
-                            await self._run_one(item, exc)
-                        else:
-                            counted.leave(False)
-                            stats.delivered += 1
+                        await self._call_ends(item, counted.handler(message))
                 self._buffered -= 1
                 tracker = self._trackers.get(item[1])
                 if tracker is not None:
@@ -780,6 +766,17 @@ class KeyedConsumer:
         finally:
             self._workers[me] = None
             self._lane_ended.set()
+
+    async def _call_ends(self, item: Item, call: Awaitable[None]) -> None:
+        """A counted handler call on a key without state: delivered, or its failure to the engine."""
+        try:
+            await call
+        except Exception as exc:  # the handler's: retry or DLQ
+            self._handler.leave(True)
+            await self._run_one(item, exc)
+        else:
+            self._handler.leave(False)
+            self.stats.delivered += 1
 
     def _fresh(self, item: Item) -> Message | None:
         """The message to hand the handler straight away: its key has no state (`Engine.fresh`)."""

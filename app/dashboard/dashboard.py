@@ -88,9 +88,7 @@ class DashboardService:
         self.settings = settings
         self.local = local  # this worker's hub, shards and batch table (None: none of them here)
         self.config = config or DashboardConfig()
-        self.metadata = MetadataStore(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-        )
+        self.metadata = MetadataStore.of(settings)
         self._registry: Any = None
         self._cache: dict[str, _Cached] = {}
 
@@ -98,11 +96,7 @@ class DashboardService:
 
     def _subscription_registry(self) -> Any:
         if self._registry is None:
-            self._registry = SubscriptionRegistry(
-                self.settings.bootstrap,
-                self.settings.subscription_registry_topic,
-                replication_factor=self.settings.kafka_replication_factor,
-            )
+            self._registry = SubscriptionRegistry.of(self.settings)
         return self._registry
 
     def _fetchers(self) -> dict[str, tuple[float, Callable[[], Awaitable[Any]]]]:

@@ -90,14 +90,8 @@ def _wait(what: str, check: Callable[[], bool], timeout_s: float, every_s: float
 
 
 def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
-    registry = SubscriptionRegistry(
-        settings.bootstrap,
-        settings.subscription_registry_topic,
-        replication_factor=settings.kafka_replication_factor,
-    )
+    metadata = MetadataStore.of(settings)
+    registry = SubscriptionRegistry.of(settings)
     try:
         metadata.create(options.topic, options.partitions, exist_ok=True)
         if options.subscription not in registry.refresh():
@@ -182,14 +176,8 @@ def _pipeline_process(settings: Settings, topic: str) -> ManagedProcess:
 
 def _pending(settings: Settings, options: MainJobOptions) -> int:
     """Records the subscription has not consumed yet, in MQ and RQ (read from Kafka)."""
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
-    registry = SubscriptionRegistry(
-        settings.bootstrap,
-        settings.subscription_registry_topic,
-        replication_factor=settings.kafka_replication_factor,
-    )
+    metadata = MetadataStore.of(settings)
+    registry = SubscriptionRegistry.of(settings)
     try:
         lag = ops.lag_report(registry, metadata, options.subscription)
         return sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])

@@ -40,11 +40,7 @@ class SubscriptionTopics:
 
 
 def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
-    registry = SubscriptionRegistry(
-        settings.bootstrap,
-        settings.subscription_registry_topic,
-        replication_factor=settings.kafka_replication_factor,
-    )
+    registry = SubscriptionRegistry.of(settings)
     try:
         registry.refresh()
         sub = registry.get(name)
@@ -55,9 +51,7 @@ def subscription_topics(settings: Settings, name: str) -> SubscriptionTopics:
 
 def partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
     """Every (storage topic, partition) of composite topic `composite`, read once from its metadata."""
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    metadata = MetadataStore.of(settings)
     try:
         return metadata.get(composite).partitions
     finally:

@@ -284,11 +284,7 @@ class CompositeSource(Threaded):
 
     def _assign_new(self, positions: Mapping[str, Any]) -> None:
 
-        store = MetadataStore(
-            self.settings.bootstrap,
-            self.settings.metadata_topic,
-            replication_factor=self.settings.kafka_replication_factor,
-        )
+        store = MetadataStore.of(self.settings)
         try:
             topic = store.get(self.name)
         finally:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from app.kafka.compacted import CompactedLog
+from app.settings import Settings
 from app.subscription.errors import UnknownSubscription
 from app.subscription.model import Subscription
 
@@ -38,6 +39,15 @@ class SubscriptionRegistry:
         )
         self._subs: dict[str, Subscription] = {}
         self._marks: dict[str, dict[int, dict[str, Any]]] = {}
+
+    @classmethod
+    def of(cls, settings: Settings) -> SubscriptionRegistry:
+        """The registry of these settings' broker and registry topic."""
+        return cls(
+            settings.bootstrap,
+            settings.subscription_registry_topic,
+            replication_factor=settings.kafka_replication_factor,
+        )
 
     def _apply(self, name: str, value: bytes | None) -> None:
         if SHARD_SEP in name:

@@ -40,14 +40,8 @@ class Supervisor:
         self.settings = settings
         self.table = table
         self.owned_slots = owned_slots
-        self.registry = SubscriptionRegistry(
-            settings.bootstrap,
-            settings.subscription_registry_topic,
-            replication_factor=settings.kafka_replication_factor,
-        )
-        self.metadata = MetadataStore(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-        )
+        self.registry = SubscriptionRegistry.of(settings)
+        self.metadata = MetadataStore.of(settings)
         self.runners: dict[ShardKey, tuple[ShardRunner, asyncio.Task[None], Subscription]] = {}
         self._owns: dict[ShardKey, Callable[[str], bool]] = {}
         self._marked_at: dict[ShardKey, float] = {}

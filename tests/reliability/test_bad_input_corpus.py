@@ -326,14 +326,8 @@ def corpus(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     home = tmp_path_factory.mktemp("corpus-worker")
     env = worker_env(stack, unique, home, HUBSTREAM_ADMIN_TOKEN=ADMIN_TOKEN, HUB_JWT_SECRET=JWT_SECRET)
     settings = worker_settings(stack, env)
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
-    registry = SubscriptionRegistry(
-        settings.bootstrap,
-        settings.subscription_registry_topic,
-        replication_factor=settings.kafka_replication_factor,
-    )
+    metadata = MetadataStore.of(settings)
+    registry = SubscriptionRegistry.of(settings)
     try:
         topic = f"corpus-da-{unique}"
         metadata.create(topic, 2)
@@ -474,9 +468,7 @@ def _produce_corpus(corpus: Corpus) -> tuple[dict[str, list[DataAvailable]], lis
     settings, topic = corpus.settings, corpus.subscription.topic
     valid = {r: [parse(_event(r)) for _ in range(VALID_PER_RECIPIENT)] for r in RECIPIENTS}
     bad = _bad_records({r: events[0] for r, events in valid.items()})
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    metadata = MetadataStore.of(settings)
     storage = metadata.get(topic).current
     raw = Producer({"bootstrap.servers": settings.bootstrap, "message.max.bytes": 4 * MB})
     try:
@@ -506,11 +498,7 @@ def _produce_corpus(corpus: Corpus) -> tuple[dict[str, list[DataAvailable]], lis
 def _dead_letters(corpus: Corpus) -> dict[str, list[dict[str, str]]]:
     """DLQ records by corpus case, with the failure the hs-* headers carry."""
     out: dict[str, list[dict[str, str]]] = defaultdict(list)
-    metadata = MetadataStore(
-        corpus.settings.bootstrap,
-        corpus.settings.metadata_topic,
-        replication_factor=corpus.settings.kafka_replication_factor,
-    )
+    metadata = MetadataStore.of(corpus.settings)
     try:
         records = ops.read_dlq(metadata, corpus.subscription, None, 1000)
     finally:

@@ -70,12 +70,7 @@ def test_bad_topic_commands_fail_clearly(stack: Settings, unique: str, tmp_path:
     refused = hubstream("topic", "create", f"five-{unique}", "--partitions", "5")
     assert refused.returncode == 2
     assert "partition count 5 is not allowed" in refused.stderr
-    assert (
-        f"five-{unique}.0"
-        not in MetadataStore(
-            stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
-        ).admin.topics()
-    )
+    assert f"five-{unique}.0" not in MetadataStore.of(stack).admin.topics()
     missing = hubstream("topic", "describe", f"missing-{unique}")
     assert missing.returncode == 1
     assert "no composite topic named" in missing.stderr

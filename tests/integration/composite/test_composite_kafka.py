@@ -21,9 +21,7 @@ def test_definition_is_shared_through_the_metadata_topic(
 ) -> None:
     name = f"shared-{unique}"
     metadata.create(name, 4)
-    other = MetadataStore(
-        stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
-    )  # a second process's view
+    other = MetadataStore.of(stack)  # a second process's view
     try:
         assert other.get(name).storage_topics[0].partitions == 4
         metadata.add_storage_topic(name, 8)

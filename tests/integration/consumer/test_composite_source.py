@@ -44,9 +44,7 @@ def produce(settings: Settings, name: str, seqs: range) -> set[str]:
 async def test_two_copies_follow_a_switch_in_key_order(kafka: Settings, unique: str) -> None:
     name = f"cmp-{unique}"
     settings = kafka.model_copy(update={"metadata_topic": f"meta-{unique}", "metadata_refresh_s": 0.0})
-    store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
+    store = MetadataStore.of(settings)
     try:
         await asyncio.to_thread(store.create, name, PARTITIONS)
         await asyncio.to_thread(store.add_storage_topic, name, PARTITIONS)
@@ -83,9 +81,7 @@ async def test_two_copies_follow_a_switch_in_key_order(kafka: Settings, unique: 
         )
         assert await asyncio.to_thread(produce, settings, name, range(BEFORE)) == {f"{name}.0"}
         await wait_until(lambda: len(handled) >= KEYS, 60, "records of the first storage topic handled")
-        store = MetadataStore(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-        )
+        store = MetadataStore.of(settings)
         try:
             await asyncio.to_thread(store.switch_produce, name)
         finally:

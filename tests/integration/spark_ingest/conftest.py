@@ -24,9 +24,7 @@ from spark_ingest.reader import build_session
 
 @pytest.fixture
 def metadata(kafka: Settings) -> Iterator[MetadataStore]:
-    store = MetadataStore(
-        kafka.bootstrap, kafka.metadata_topic, replication_factor=kafka.kafka_replication_factor
-    )
+    store = MetadataStore.of(kafka)
     yield store
     store.close()
 

@@ -30,9 +30,7 @@ async def _produce(
         with CompositeProducer(
             stack,
             topic,
-            store=MetadataStore(
-                stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
-            ),
+            store=MetadataStore.of(stack),
         ) as producer:
             for seq in seqs:
                 g = f"g{seq % GROUPS}"

@@ -70,9 +70,7 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
         with CompositeProducer(
             stack,
             topic,
-            store=MetadataStore(
-                stack.bootstrap, stack.metadata_topic, replication_factor=stack.kafka_replication_factor
-            ),
+            store=MetadataStore.of(stack),
         ) as p:
             for seq in seqs:
                 g = groups[seq % len(groups)]

@@ -86,14 +86,8 @@ def seeded(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     env = worker_env(stack, unique, home)
     settings = worker_settings(stack, env)
     topic, subscription, pipeline = f"web-mq-{unique}", f"web-sub-{unique}", f"web-pipe-{unique}"
-    metadata = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
-    )
-    registry = SubscriptionRegistry(
-        settings.bootstrap,
-        settings.subscription_registry_topic,
-        replication_factor=settings.kafka_replication_factor,
-    )
+    metadata = MetadataStore.of(settings)
+    registry = SubscriptionRegistry.of(settings)
     metadata.create(topic, 4)
     _produce(settings, topic, 30, groups=6)
     metadata.add_storage_topic(topic, 4)
