@@ -145,14 +145,9 @@ class AsyncProducer:
     ) -> None:
         """Queue (key, value) records in order, each reported to `on_delivery` on the poll thread;
         returns once all are queued (not confirmed). Raises as `send` does for a refused record."""
-        produce = self._producer.produce
         for key, value in records:
-            try:  # `_queue`, inline and with positional arguments: once per record of a bulk
-                produce(topic, value, key, partition, on_delivery)
-            except BufferError:
+            if not self._queue(topic, partition, key, value, None, on_delivery):
                 await self._queued(topic, partition, key, value, None, on_delivery)
-            except KafkaException as exc:
-                raise _refused(topic, partition, exc) from exc
 
     async def _queued(
         self,
@@ -179,10 +174,11 @@ class AsyncProducer:
         on_delivery: OnDelivery,
     ) -> bool:
         """Hand one record to the producer; False when its local queue is full."""
-        try:
-            self._producer.produce(
-                topic, value=value, key=key, partition=partition, headers=headers, on_delivery=on_delivery
-            )
+        try:  # positional: keyword parsing costs more, once per record of a bulk
+            if headers is None:
+                self._producer.produce(topic, value, key, partition, on_delivery)
+            else:
+                self._producer.produce(topic, value, key, partition, on_delivery, headers=headers)
             return True
         except BufferError:
             return False
