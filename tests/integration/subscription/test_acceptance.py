@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+
+import httpx
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
@@ -18,6 +19,7 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, RetryPolicy
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.support.waiting import async_wait_until
 
 MESSAGES = 20_000
 GROUPS = 500
@@ -40,12 +42,11 @@ async def _produce(
     await asyncio.to_thread(run)
 
 
-async def _until(check: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.5)
+async def _shards_running(web_port: int, subscription: str) -> set[int]:
+    """The shards of `subscription` the worker on `web_port` runs now (its /subscriptions/shards)."""
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        answer = (await http.get(f"http://127.0.0.1:{web_port}/subscriptions/shards")).json()
+    return {s["shard"] for s in answer["shards"] if s["subscription"] == subscription and s["running"]}
 
 
 async def test_acceptance_failover_switch_and_reshard(
@@ -76,17 +77,36 @@ async def test_acceptance_failover_switch_and_reshard(
     workers.start(base)
     workers.start(base + 1)
     await _produce(stack, metadata, topic, range(0, MESSAGES // 2), produced)
-    await _until(lambda: sum(map(len, endpoint.delivered.values())) >= 2000, 90)  # shards are running
+    await async_wait_until(
+        lambda: sum(map(len, endpoint.delivered.values())) >= 2000, 90, "2,000 deliveries (shards running)"
+    )
     metadata.add_storage_topic(topic, 8)
     metadata.switch_produce(topic)
     await _produce(stack, metadata, topic, range(MESSAGES // 2, 3 * MESSAGES // 4), produced)
-    await asyncio.sleep(3)
+    await async_wait_until(  # the shards follow the switch before they are reshaped
+        lambda: any(seq >= MESSAGES // 2 for seqs in endpoint.delivered.values() for seq in seqs),
+        90,
+        "a message of the new storage topic delivered",
+    )
     await asyncio.to_thread(ops.change_shards, registry, metadata, sub.name, 4)  # waits for the stop
-    await _until(lambda: sum(map(len, endpoint.delivered.values())) >= 8000, 90)
+    await async_wait_until(
+        lambda: sum(map(len, endpoint.delivered.values())) >= 8000, 90, "8,000 deliveries after the reshard"
+    )
     delivered_before_kill = sum(map(len, endpoint.delivered.values()))
     workers.kill9(base + 1)
     await _produce(stack, metadata, topic, range(3 * MESSAGES // 4, MESSAGES), produced)
-    await asyncio.sleep(8)
+
+    # The killed worker stays down until the survivor runs every shard (its group session ended).
+    async def survivor_runs_all() -> bool:
+        return await _shards_running(base, sub.name) == {0, 1, 2, 3}
+
+    await async_wait_until(
+        survivor_runs_all,
+        90,
+        "the surviving worker running all 4 shards",
+        poll_s=0.5,
+        retry_on=(httpx.HTTPError,),
+    )
     workers.start(base + 1)
     deadline = time.monotonic() + 150
     dlq: list[dict[str, object]] = []
