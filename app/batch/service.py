@@ -29,6 +29,7 @@ from app.batch.model import BatchStore, BatchTable, Completion, EstimatedBatch, 
 from app.batch.reaper import ReapPolicy
 from app.crashpoints import crash_point
 from app.settings import Settings
+from app.waiting import async_poll_until
 
 __all__ = ["BatchService", "now_ms"]
 
@@ -86,12 +87,7 @@ class BatchService:
 
     async def wait_ready(self, partition: int, timeout_s: float, every_s: float = 0.1) -> bool:
         """Whether `partition` is served here within `timeout_s` (recovery may still be running)."""
-        deadline = time.monotonic() + timeout_s
-        while not self.serving(partition):
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(every_s)
-        return True
+        return bool(await async_poll_until(lambda: self.serving(partition), timeout_s, every_s))
 
     def store(self, partition: int) -> Any:
         """The partition's store, or PartitionNotReady when this worker does not serve it now."""

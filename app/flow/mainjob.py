@@ -51,6 +51,7 @@ from app.stack.services import start_workers, web_answers
 from app.subscription import ops
 from app.subscription.model import EndpointSpec, RetryPolicy, Status
 from app.subscription.registry import SubscriptionRegistry
+from app.waiting import poll_until
 
 __all__ = ["MIRROR_TABLE", "MainJobOptions", "mirror_rows", "prepare_mirror", "run_main_job"]
 
@@ -82,11 +83,8 @@ def _say(console: Console, text: str) -> None:
 
 
 def _wait(what: str, check: Callable[[], bool], timeout_s: float, every_s: float = 1.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise ServiceUnavailable(f"timed out after {timeout_s:.0f} s waiting for: {what}")
-        time.sleep(every_s)
+    if not poll_until(check, timeout_s, every_s):
+        raise ServiceUnavailable(f"timed out after {timeout_s:.0f} s waiting for: {what}")
 
 
 def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.kafka.consuming import offset_client, partition_reader
+from app.waiting import poll_until
 
 __all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
 
@@ -96,14 +97,12 @@ class KafkaAdmin:
             fut.result(timeout=timeout_s)
 
     def wait_visible(self, expected: dict[str, int], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def visible() -> bool:
             topics = self.topics()
-            if all(topics.get(name, 0) >= parts for name, parts in expected.items()):
-                return
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"topics {sorted(expected)} not visible after {timeout_s:.0f} s")
-            time.sleep(0.05)
+            return all(topics.get(name, 0) >= parts for name, parts in expected.items())
+
+        if not poll_until(visible, timeout_s, every_s=0.05):
+            raise ServiceUnavailable(f"topics {sorted(expected)} not visible after {timeout_s:.0f} s")
 
     def end_offsets(self, topic: str, partitions: int, timeout_s: float = 10.0) -> list[int]:
         """The next offset to be written, per partition.

@@ -12,12 +12,12 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.stack.errors import PortHeldByOther, ServiceDidNotStart
+from app.waiting import poll_until
 
 __all__ = ["ManagedProcess", "pid_alive", "port_open", "read_pid"]
 
@@ -91,11 +91,8 @@ class ManagedProcess:
             return "running"  # ours and listening, only too busy to answer the probe in time
         if self.port is not None and port_open(self.host, self.port):
             # Something listens: maybe the service itself, too busy to answer the probe yet.
-            deadline = time.monotonic() + self.start_timeout_s
-            while time.monotonic() < deadline:
-                time.sleep(1.0)
-                if self.healthy():
-                    return "reused"
+            if poll_until(self.healthy, self.start_timeout_s, every_s=1.0):
+                return "reused"
             raise PortHeldByOther(
                 f"{self.name}: port {self.host}:{self.port} is held by another program that does not "
                 f"answer as {self.name}; free the port or set {self.setting_hint}"
@@ -112,14 +109,15 @@ class ManagedProcess:
                 env={**os.environ, **self.env},
             )
         self.pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
+
+        def answering() -> bool:
             if proc.poll() is not None:
                 self.pid_file.unlink(missing_ok=True)
                 raise ServiceDidNotStart(f"{self.name} exited with {proc.returncode}; {self._log_tail()}")
-            if self.healthy():
-                return "started"
-            time.sleep(0.1)
+            return self.healthy()
+
+        if poll_until(answering, self.start_timeout_s):
+            return "started"
         self.stop()
         raise ServiceDidNotStart(
             f"{self.name} did not answer within {self.start_timeout_s:.0f} s; {self._log_tail()}"
@@ -133,12 +131,13 @@ class ManagedProcess:
             return False
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and pid_alive(pid):
+
+        def gone() -> bool:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.1)
-        if pid_alive(pid):
+                os.waitpid(pid, os.WNOHANG)  # reaps it when it is our child
+            return not pid_alive(pid)
+
+        if not poll_until(gone, timeout_s):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)

@@ -23,6 +23,7 @@ from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Sub
 from app.subscription.records import decode_internal
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
 from app.subscription.shards import check_forward_only, check_shardable, plan_shard_change
+from app.waiting import poll_until
 
 __all__ = [
     "Status",
@@ -109,21 +110,21 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
 def wait_stopped(registry: SubscriptionRegistry, name: str, timeout_s: float = 60.0) -> None:
     """Until no worker marks a shard of `name` as running (marks older than 3 heartbeats count as
     dead workers: a kill -9 leaves its last mark behind). ServiceUnavailable after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    live: list[int] = []
+
+    def stopped() -> bool:
         registry.refresh()
         stale_ms = int(time.time() * 1000) - int(3 * SHARD_MARK_INTERVAL_S * 1000)
-        live = sorted(
+        live[:] = sorted(
             s for s, m in registry.shard_marks(name).items() if m["running"] and m["at_ms"] > stale_ms
         )
-        if not live:
-            return
-        if time.monotonic() > deadline:
-            raise ServiceUnavailable(
-                f"shards {live} of subscription {name!r} still run after {timeout_s} s; the subscription "
-                "stays stopped: retry when GET /subscriptions/shards on the workers no longer lists them"
-            )
-        time.sleep(0.5)
+        return not live
+
+    if not poll_until(stopped, timeout_s, every_s=0.5):
+        raise ServiceUnavailable(
+            f"shards {live} of subscription {name!r} still run after {timeout_s} s; the subscription "
+            "stays stopped: retry when GET /subscriptions/shards on the workers no longer lists them"
+        )
 
 
 def _mq_read_from(metadata: MetadataStore, sub: Subscription) -> int:

@@ -7,16 +7,18 @@
 
 Each polls its predicate until it returns a truthy value, which it returns; past `timeout_s` it
 raises AssertionError naming `what` (and the last exception the predicate raised, when `retry_on`
-let it be retried). The poll interval only spaces out the checks of the condition.
+let it be retried). The poll interval only spaces out the checks of the condition. The loop is
+the app's own (`app.waiting`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
+
+from app.waiting import async_poll_until, poll_until
 
 __all__ = ["POLL_S", "async_wait_until", "run_until_idle", "wait_until"]
 
@@ -38,19 +40,19 @@ def wait_until(
 ) -> T:
     """Poll `predicate` until it returns a truthy value (returned); exceptions of the `retry_on`
     types count as not yet."""
-    deadline = time.monotonic() + timeout_s
-    error: BaseException | None = None
-    while True:
+    errors: list[BaseException] = []
+
+    def attempt() -> Any:
         try:
-            value = predicate()
+            return predicate()
         except retry_on as exc:
-            error = exc
-        else:
-            if value:
-                return value
-        if time.monotonic() >= deadline:
-            raise _timed_out(what, timeout_s, error)
-        time.sleep(poll_s)
+            errors[:] = [exc]
+            return None
+
+    value = poll_until(attempt, timeout_s, poll_s)
+    if not value:
+        raise _timed_out(what, timeout_s, errors[0] if errors else None)
+    return cast(T, value)
 
 
 @overload
@@ -82,22 +84,20 @@ async def async_wait_until(
 ) -> Any:
     """`wait_until` on the running loop: the other tasks run between polls; `predicate` may be a
     plain function or a coroutine function."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    error: BaseException | None = None
-    while True:
+    errors: list[BaseException] = []
+
+    async def attempt() -> Any:
         try:
             value = predicate()
-            if inspect.isawaitable(value):
-                value = await value
+            return await value if inspect.isawaitable(value) else value
         except retry_on as exc:
-            error = exc
-        else:
-            if value:
-                return value
-        if loop.time() >= deadline:
-            raise _timed_out(what, timeout_s, error)
-        await asyncio.sleep(poll_s)
+            errors[:] = [exc]
+            return None
+
+    value = await async_poll_until(attempt, timeout_s, poll_s)
+    if not value:
+        raise _timed_out(what, timeout_s, errors[0] if errors else None)
+    return value
 
 
 async def run_until_idle(rounds: int = 200) -> None:
