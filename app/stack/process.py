@@ -11,15 +11,14 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.stack.errors import PortHeldByOther, ServiceDidNotStart
 from app.waiting import poll_until
 
-__all__ = ["ManagedProcess", "pid_alive", "port_open", "read_pid"]
+__all__ = ["ManagedProcess", "exit_code", "pid_alive", "port_open", "read_pid", "spawn_detached"]
 
 
 def port_open(host: str, port: int, timeout_s: float = 0.3) -> bool:
@@ -33,6 +32,34 @@ def read_pid(pid_file: Path) -> int | None:
         return int(pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def spawn_detached(argv: Sequence[str], log_file: Path, env: Mapping[str, str]) -> int:
+    """Start `argv` in a session of its own, output to `log_file`, input from /dev/null; its pid.
+    Meant to outlive this process (a `stack up` returns and leaves it running), so no Popen object
+    is kept for it: one would warn that its process still runs when collected."""
+    with open(log_file, "ab") as log:
+        return os.posix_spawnp(
+            argv[0],
+            list(argv),
+            dict(env),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, log.fileno(), 2),
+            ],
+            setsid=True,
+        )
+
+
+def exit_code(pid: int) -> int | None:
+    """The exit code of a child of ours that has ended (reaping it), None while it runs or when it
+    is not our child."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if done else None
 
 
 def pid_alive(pid: int) -> bool:
@@ -99,21 +126,14 @@ class ManagedProcess:
             )
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(
-                list(self.argv),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, **self.env},
-            )
-        self.pid_file.write_text(str(proc.pid))
+        pid = spawn_detached(self.argv, self.log_file, {**os.environ, **self.env})
+        self.pid_file.write_text(str(pid))
 
         def answering() -> bool:
-            if proc.poll() is not None:
+            code = exit_code(pid)
+            if code is not None:
                 self.pid_file.unlink(missing_ok=True)
-                raise ServiceDidNotStart(f"{self.name} exited with {proc.returncode}; {self._log_tail()}")
+                raise ServiceDidNotStart(f"{self.name} exited with {code}; {self._log_tail()}")
             return self.healthy()
 
         if poll_until(answering, self.start_timeout_s):
@@ -133,8 +153,7 @@ class ManagedProcess:
             os.killpg(pid, signal.SIGTERM)
 
         def gone() -> bool:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)  # reaps it when it is our child
+            exit_code(pid)  # reaps it when it is our child
             return not pid_alive(pid)
 
         if not poll_until(gone, timeout_s):
