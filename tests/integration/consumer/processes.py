@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.spawn import spawn_logged
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -27,8 +29,7 @@ class Copies:
         return self.home / "handled.txt"
 
     def start(self, label: str, *options: str, **env: str) -> subprocess.Popen[bytes]:
-        log = open(self.home / f"{label}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
+        proc = spawn_logged(
             [
                 sys.executable,
                 "-m",
@@ -46,9 +47,8 @@ class Copies:
                 "1",
                 *options,
             ],
+            self.home / f"{label}.log",
             env={**os.environ, "KAFKA_BOOTSTRAP": self.bootstrap, "HS_TEST_OUT": str(self.out), **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
         self.procs[label] = proc

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from tests.support.ports import free_port
+from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
 __all__ = ["HUBSTREAM", "cli", "cli_json", "free_port", "start", "status", "stop", "wait"]
@@ -31,12 +32,11 @@ def start(file: Path, home: Path, port: int, **extra_env: str) -> subprocess.Pop
         "BROKER_REBALANCE_TIMEOUT_S": "6",
         **extra_env,
     }
-    log = open(home / f"run-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
+    return spawn_logged(
         [HUBSTREAM, "pipeline", "run", str(file), "--loglevel", "warning"],
+        home / f"run-{time.monotonic_ns()}.log",
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        append=False,
     )
 
 

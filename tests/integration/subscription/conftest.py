@@ -21,6 +21,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from app.settings import Settings
+from tests.support.spawn import spawn_logged
 
 
 @pytest.fixture(scope="session")
@@ -54,12 +55,10 @@ class Workers:
             "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
             **extra_env,
         }
-        log = open(self.home / f"worker-{web_port}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
+        proc = spawn_logged(
             [sys.executable, "-m", "app.cli.main", "worker", "--loglevel", "info"],
+            self.home / f"worker-{web_port}.log",
             env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parents[3],
         )
         self.procs[web_port] = proc

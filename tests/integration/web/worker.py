@@ -18,6 +18,7 @@ import orjson
 from app.cosmos import open_cosmos
 from app.settings import Settings
 from tests.support.ports import free_port
+from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -90,13 +91,11 @@ def start_worker(env: dict[str, str], home: Path, ready_path: str = "/api/v1/bat
     port = free_port()
     env = {**env, "WEB_PORT": str(port)}
     home.mkdir(parents=True, exist_ok=True)
-    log = open(home / "worker.log", "ab")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
+    proc = spawn_logged(
         [str(HUBSTREAM), "worker", "--loglevel", "info"],
+        home / "worker.log",
         env=env,
         cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
     worker = Worker(proc, f"http://127.0.0.1:{port}", home, env)
 

@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.settings import Settings
+from tests.support.spawn import spawn_logged
 
 APP = Path(__file__).with_name("recovery_app.py")
 
@@ -39,8 +40,7 @@ def _start(home: Path, port: int, suffix: str, *, read_only: bool = False) -> su
     }
     if read_only:
         env["RECOVERY_READ_ONLY"] = "1"
-    log = open(home / "worker.log", "ab")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen([sys.executable, str(APP)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    return spawn_logged([sys.executable, str(APP)], home / "worker.log", env=env)
 
 
 def _table(port: int) -> dict[str, int]:
