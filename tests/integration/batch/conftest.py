@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from app.batch.acks import AckProducer
 from app.settings import Settings
 from tests.support.ports import free_port
+from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -84,13 +85,8 @@ def start_worker(env: dict[str, str], home: Path) -> BatchWorker:
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     env = dict(env, HUBSTREAM_HOME=str(home), WEB_PORT=str(port), WEB_HOST="127.0.0.1")
-    log = (home / "worker.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.run_worker"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    proc = spawn_logged(
+        [sys.executable, "-m", "tests.support.run_worker"], home / "worker.log", cwd=REPO, env=env
     )
     return BatchWorker(proc, f"http://127.0.0.1:{port}", home, env)
 

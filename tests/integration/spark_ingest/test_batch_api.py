@@ -26,6 +26,7 @@ from app.settings import Settings
 from spark_ingest.job import IngestOptions, run_ingest
 from spark_ingest.sample import SampleSpec, generate
 from tests.support.ports import free_port
+from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -40,14 +41,13 @@ def worker(
     port = free_port()
     env = dict(env, WEB_PORT=str(port))
     partitions = int(env["TABLE_PARTITIONS"])
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.run_worker", *capabilities],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = spawn_logged(
+        [sys.executable, "-m", "tests.support.run_worker", *capabilities],
+        log,
+        append=False,
+        cwd=REPO,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def serving() -> bool:
