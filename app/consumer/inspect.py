@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from app.consumer.engine import KEY_HEADER
 from app.consumer.members import Member, live_members
@@ -16,6 +16,7 @@ from app.consumer.owner import Answer, KeyAnswer, Request, ask, decode_reply, en
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.kafka.consuming import partition_reader
 from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
 from app.subscription.errors import UndecodableMessage
@@ -87,14 +88,7 @@ class KafkaAsking:
             raise ServiceUnavailable(f"{self.requests}: the request was not confirmed within 10 s")
 
     def replies(self, since: int, timeout_s: float) -> Iterator[tuple[str, Answer]]:
-        reader = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": f"{self.name}-replies-reader",
-                "enable.auto.commit": False,
-                "enable.partition.eof": False,
-            }
-        )
+        reader = partition_reader(self.bootstrap, f"{self.name}-replies-reader", reset="latest")
         try:
             reader.assign([TopicPartition(self.replies_topic, 0, since)])
             deadline = time.monotonic() + timeout_s

@@ -937,14 +937,7 @@ class KeyedConsumer:
         """Read the requests partitions of the lanes this copy owns (a thread; assigned, not
         subscribed: no group), each from its end when it became ours, and answer on the loop."""
         s = self.settings
-        reader = Consumer(
-            {
-                "bootstrap.servers": s.bootstrap,
-                "group.id": f"{s.name}-requests-reader",
-                "enable.auto.commit": False,
-                "enable.partition.eof": False,
-            }
-        )
+        reader = partition_reader(s.bootstrap, f"{s.name}-requests-reader", reset="latest")
         assigned: frozenset[int] = frozenset()
         try:
             while not self._stop.is_set():
