@@ -9,23 +9,15 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.dataavailable import DOMAINS, DataAvailable
+from app.dataavailable import DataAvailable
 from app.hub.api_models import Bundle, BundleEvent, bundle_wire
 from app.hub.bundling import BundleRef
 from app.hub.model import CabinetKey, StoredEvent
 from app.hub.service import PeekedBundle
 from app.web.models import to_wire
+from tests.support.strategies import data_available
 
-events = st.builds(
-    DataAvailable,
-    id=st.uuids().map(str),
-    recipient=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,20}", fullmatch=True),
-    origin=st.sampled_from(DOMAINS),
-    message_type=st.text(min_size=1, max_size=20),
-    weight=st.integers(1, 50 * 1024 * 1024),
-    bundleable=st.booleans(),
-    batch_item_id=st.none() | st.text(min_size=1, max_size=30),
-)
+events = data_available
 
 
 @given(st.lists(events, max_size=20), st.integers(0, 10**9))

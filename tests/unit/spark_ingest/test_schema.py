@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.dataavailable import DOMAINS, DataAvailable, deterministic_id, parse
+from app.dataavailable import DataAvailable, deterministic_id, parse
 from app.errors import InvalidInput
 from spark_ingest.executor import event_json
 from spark_ingest.schema import RowSource, csv_record, event_id, missing_columns, validate_row
+from tests.support.strategies import data_available
 
 ROW = {"recipient": "5790000000001", "origin": "timeseries", "message_type": "Notify", "weight": 2048}
 SOURCE = RowSource("part-0.parquet", 17)
@@ -73,16 +74,7 @@ def test_missing_columns() -> None:
     assert missing_columns([*ROW]) == []
 
 
-events = st.builds(
-    DataAvailable,
-    id=st.uuids().map(str),
-    recipient=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,20}", fullmatch=True),
-    origin=st.sampled_from(DOMAINS),
-    message_type=st.text(min_size=1, max_size=30),
-    weight=st.integers(1, 50 * 1024 * 1024),
-    bundleable=st.booleans(),
-    batch_item_id=st.none() | st.from_regex(r"[0-9]{1,5}:[a-f0-9-]{8}:[0-9]{1,4}", fullmatch=True),
-)
+events = data_available
 
 
 @given(events)
