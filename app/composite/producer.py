@@ -5,25 +5,23 @@ one routing path (`RoutedTarget`).
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from app.composite.errors import InvalidPayload
 from app.composite.model import CompositeTopic, check_group_id
 from app.composite.store import MetadataStore
 from app.kafka.producing import (
+    AsyncProducer,
     Delivered,
     ProduceFailed,
     RecordRefused,
     produce_blocking,
     produce_failed,
-    settle,
 )
 from app.settings import Settings
 
@@ -197,50 +195,13 @@ class AsyncCompositeProducer:
         self._router = RoutedTarget(
             self._store, name, settings.metadata_refresh_s, settings.max_group_id_bytes
         )
-        self._producer = Producer(producer_config(settings, **config))
-        self._stop = threading.Event()
-        self._poller = threading.Thread(target=self._poll_loop, name=f"produce-{name}", daemon=True)
-        self._poller.start()
-
-    def _poll_loop(self) -> None:
-        while not self._stop.is_set():
-            self._producer.poll(0.05)
+        self._producer = AsyncProducer(settings.bootstrap, name=name, **producer_config(settings, **config))
 
     async def produce(self, group_id: str, payload: Payload, headers: Headers | None = None) -> Delivered:
         topic, partition, key = self._router.target(group_id)
         value = encode_payload(payload, self._max_payload_bytes)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Delivered] = loop.create_future()
-
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                result: Delivered | Exception = produce_failed(f"{msg.topic()}[{msg.partition()}]", err)
-            else:
-                result = Delivered(msg.topic(), msg.partition(), msg.offset())
-            loop.call_soon_threadsafe(settle, future, result)
-
-        while True:
-            try:
-                self._producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    headers=_headers(headers),
-                    on_delivery=on_delivery,
-                )
-                break
-            except BufferError:
-                await asyncio.sleep(0.05)
-            except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
-                where = f"{topic}[{partition}]"
-                if exc.args and isinstance(exc.args[0], KafkaError):
-                    raise produce_failed(where, exc.args[0]) from exc
-                raise ProduceFailed(f"{where}: {exc}") from exc
-        return await future
+        return await self._producer.send(topic, partition, key, value, _headers(headers))
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._producer.flush, 30)
-        self._stop.set()
-        self._poller.join(timeout=5)
+        await self._producer.close()
         self._store.close()
