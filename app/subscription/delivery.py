@@ -9,15 +9,12 @@ batch sinks get whole batches (see `app.subscription.batch`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from aiokafka import ConsumerRecord
 
 from app.composite.producer import RecordRefused
 from app.errors import HubstreamError
@@ -44,10 +41,45 @@ from app.subscription.state import (
     on_skipped,
 )
 
-__all__ = ["UNDECODABLE_GROUP", "Delivery", "Item", "ProduceTo", "ShardStates", "ShardStats", "run_together"]
+__all__ = [
+    "UNDECODABLE_GROUP",
+    "Delivery",
+    "Item",
+    "ProduceTo",
+    "ShardStates",
+    "ShardStats",
+    "SourceRecord",
+    "run_together",
+]
 
 log = logging.getLogger(__name__)
 UNDECODABLE_GROUP = "__undecodable__"
+
+
+class SourceRecord(Protocol):
+    """A fetched record as a shard's delivery reads it (aiokafka's ConsumerRecord is one)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+@dataclass(frozen=True)
+class RecordStub:
+    """A record's place without its payload or headers (what stands in for a refused copy)."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None = b""
+    headers: Sequence[tuple[str, bytes]] = field(default_factory=list)
 
 
 class ShardStates(Protocol):
@@ -59,7 +91,7 @@ class ShardStates(Protocol):
 
 
 # (queue "rq" | "dlq", group id, source record, hs-* metadata) -> where the broker confirmed it
-ProduceTo = Callable[[str, str, ConsumerRecord[bytes, bytes], InternalMeta], Awaitable[MessageState]]
+ProduceTo = Callable[[str, str, SourceRecord, InternalMeta], Awaitable[MessageState]]
 
 
 @dataclass
@@ -82,7 +114,7 @@ class ShardStats:
 class Item:
     """A record read by the shard; `meta` is set for decodable RQ records."""
 
-    record: ConsumerRecord[bytes, bytes]
+    record: SourceRecord
     group_id: str
     storage_idx: int
     from_rq: bool
@@ -260,9 +292,7 @@ class Delivery:
         )
         self.stats.dead_lettered += 1
 
-    async def _dead_letter(
-        self, group: str, rec: ConsumerRecord[bytes, bytes], meta: InternalMeta
-    ) -> MessageState:
+    async def _dead_letter(self, group: str, rec: SourceRecord, meta: InternalMeta) -> MessageState:
         """The DLQ copy; when the broker refuses it for good, a stub in its place: no payload nor
         headers of its own, the reason and the message's source (it stays in its main topic)."""
         try:
@@ -271,7 +301,7 @@ class Delivery:
             log.error("%s: DLQ refused the copy (%s); a stub takes its place", _where(rec), exc)
             reason = f"DLQ refused the copy ({exc}); the message is at {source_of(rec)}"
             failure = FailureInfo("RecordRefused", reason, source_of(rec), _now_ms(), "dlq-refused")
-            stub = dataclasses.replace(rec, value=b"", headers=[])
+            stub = RecordStub(rec.topic, rec.partition, rec.offset)
             return await self.produce_to("dlq", group, stub, with_failure(meta, failure))
 
     async def undecodable(self, item: Item) -> None:
@@ -340,7 +370,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def source_of(rec: ConsumerRecord[Any, Any]) -> str:
+def source_of(rec: SourceRecord) -> str:
     return f"{rec.topic}[{rec.partition}]@{rec.offset}"
 
 
@@ -356,6 +386,6 @@ def with_failure(meta: InternalMeta, failure: FailureInfo, failed: int | None = 
     )
 
 
-def _where(record: ConsumerRecord[bytes, bytes]) -> str:
+def _where(record: SourceRecord) -> str:
     """A record's place as logs name it: `topic[partition] offset=N`."""
     return f"{record.topic}[{record.partition}] offset={record.offset}"

@@ -26,7 +26,7 @@ from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.reading import read_from
 from app.settings import Settings
 from app.subscription.batch import BatchDelivery
-from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats
+from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats, SourceRecord
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.errors import InvalidSubscription, UndecodableMessage
 from app.subscription.model import Subscription
@@ -450,7 +450,7 @@ class ShardRunner:
             await self.delivery.process(items)
 
     async def _produce_to(
-        self, queue: str, group: str, rec: ConsumerRecord[bytes, bytes], meta: InternalMeta
+        self, queue: str, group: str, rec: SourceRecord, meta: InternalMeta
     ) -> MessageState:
         out = self._rq_out if queue == "rq" else self._dlq_out
         assert out is not None
