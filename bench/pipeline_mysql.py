@@ -5,7 +5,7 @@ the Kafka commit log (append, then a cursor per writer), the MySQL bulk writer (
 INSERT ... ON DUPLICATE KEY UPDATE, one transaction per batch) and the offset flush to the control
 topic every second. Timed from the engine's start until the writer confirmed the last row
 (Faust app start-up is not included; like the pipeline process, the bench calls
-`freeze_startup_heap` just before the engine starts). The rows are produced to the composite topic
+`tune_garbage_collector` just before the engine starts). The rows are produced to the composite topic
 beforehand.
 Baseline: the same rows as tuples, `cursor.executemany("INSERT INTO t (...) VALUES (...)", chunk)`
 and a commit per chunk of the same batch size, into an identical table.
@@ -42,7 +42,7 @@ from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog
 from app.pipeline.readers import CompositeSource
-from app.pipeline.service import freeze_startup_heap
+from app.pipeline.service import tune_garbage_collector
 from app.pipeline.state import ControlChannel, KafkaStateStore
 from app.pipeline.writers import MysqlSink
 from app.settings import Settings, get_settings
@@ -148,7 +148,7 @@ async def run_pipeline(
         batch_wait_s=0.2,
         flush_interval_s=settings.offset_flush_interval_s,
     )
-    freeze_startup_heap()  # as PipelineHost.run does
+    tune_garbage_collector()  # as PipelineHost.run does
     start = time.perf_counter()
     await runtime.start()
     slot = runtime.slots["db"]

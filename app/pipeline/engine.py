@@ -21,7 +21,7 @@ from app.errors import ConfigError
 from app.pipeline.bulk import Bulk, DeadLettering, Sending, prepare_bulk, write_bulk
 from app.pipeline.chain import Branch
 from app.pipeline.errors import UnknownWriter
-from app.pipeline.model import LogEntry, NewEntry, entry_text, record_key
+from app.pipeline.model import LogEntry, NewEntry, entry_text
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.ports import CommitLog, Cursor, DeadLetterQueue, Sink, Source, StateStore
 from app.pipeline.tail import LogTail, TailCursor
@@ -240,6 +240,7 @@ class PipelineRuntime:
 
     async def _run_source(self) -> None:
         assert self.source is not None
+        await self.log.prepare_append()
         while not self.flags.stopping:
             appends: deque[asyncio.Task[None]] = deque()  # oldest first, each awaiting the one before
             try:
@@ -312,21 +313,29 @@ class PipelineRuntime:
         offsets = await confirmed
         if previous is not None:
             await previous
-        last: dict[str, tuple[NewEntry, int, dict[str, Any]]] = {}
-        entries = []
-        for new, offset in zip(batch, offsets, strict=True):
-            msg = new.message
-            namespace = msg.namespace
-            position = last[namespace][2] if namespace in last else {}
-            position.update(new.position)
-            last[namespace] = (new, offset, position)
-            entries.append(
-                LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, new.position, record_key(new))
+        entries = [
+            LogEntry(
+                o, n.message.timestamp_ms, n.mode, n.message.namespace, n.message, n.position, None, n.doc_key
             )
+            for n, o in zip(batch, offsets, strict=True)
+        ]
         self.tail.add(entries)
-        for namespace, (new, offset, position) in last.items():
-            msg = new.message
-            self._advance_reader(LogEntry(offset, msg.timestamp_ms, new.mode, namespace, msg, position))
+        # Each namespace's reader state moves to its last entry, with the positions of all its entries.
+        positions: dict[str, dict[str, Any]] = {}
+        lasts: dict[str, LogEntry] = {}
+        for entry in entries:
+            namespace = entry.key
+            if namespace in positions:
+                positions[namespace].update(entry.position)
+            else:
+                positions[namespace] = dict(entry.position)
+            lasts[namespace] = entry
+        for namespace, last in lasts.items():
+            self._advance_reader(
+                LogEntry(
+                    last.offset, last.timestamp_ms, last.mode, namespace, last.value, positions[namespace]
+                )
+            )
 
     # -- writers -------------------------------------------------------------------
     def _start_writer(self, slot: WriterSlot) -> None:

@@ -96,17 +96,19 @@ def _decode(topic: str, msg: Any) -> LogEntry:
 
 
 class BatchDelivery:
-    """The delivery callback of one appended batch's records (called on the producer's poll thread).
-    The log is one partition written only by this pipeline's idempotent producer, so the reports
-    arrive in produce order: the offsets are collected as they come. Any error fails the batch."""
+    """The delivery reports of one appended batch (called on the producer's poll thread). Only the
+    batch's first and last record are reported (`AsyncProducer.produce_run`): the log is one
+    partition written only by this pipeline's idempotent producer, so the batch landed whole exactly
+    when its ends landed `count - 1` offsets apart, and its offsets are the run between them. Any
+    error, or ends further apart (a record lost in between, another producer writing), fails it."""
 
-    __slots__ = ("_count", "_loop", "_topic", "confirmed", "offsets")
+    __slots__ = ("_count", "_ends", "_loop", "_topic", "confirmed")
 
     def __init__(self, topic: str, count: int, loop: asyncio.AbstractEventLoop) -> None:
         self._topic = topic
         self._count = count
         self._loop = loop
-        self.offsets: list[int] = []
+        self._ends: list[int] = []  # offsets reported so far (the first and the last record's)
         self.confirmed: asyncio.Future[list[int]] = loop.create_future()
         if count == 0:
             self.confirmed.set_result([])
@@ -118,15 +120,22 @@ class BatchDelivery:
             self._fail(
                 ServiceUnavailable(f"{self._topic}[0]: delivery report for {msg.topic()}[{msg.partition()}]")
             )
-        else:
-            offset = msg.offset()
-            if self.offsets and offset <= self.offsets[-1]:
-                self._fail(
-                    ServiceUnavailable(f"{self._topic}[0]: offset {offset} reported after {self.offsets[-1]}")
+        elif self._count > 0:
+            self._ends.append(msg.offset())
+            if self._count == 1 or len(self._ends) == 2:
+                self._settle()
+
+    def _settle(self) -> None:
+        first, last = min(self._ends), max(self._ends)
+        if last - first != self._count - 1:
+            self._fail(
+                ServiceUnavailable(
+                    f"{self._topic}[0]: a batch of {self._count} records landed at offsets {first}..{last}: "
+                    "a record is missing, or another producer writes this commit log"
                 )
-            self.offsets.append(offset)
-            if len(self.offsets) == self._count:
-                self._loop.call_soon_threadsafe(settle, self.confirmed, self.offsets)
+            )
+        else:
+            self._loop.call_soon_threadsafe(settle, self.confirmed, list(range(first, last + 1)))
 
     def _fail(self, error: Exception) -> None:
         self._count = -1  # never complete with offsets
@@ -158,14 +167,18 @@ class KafkaCommitLog:
             )
         return self._producer
 
+    async def prepare_append(self) -> None:
+        """Start the producer: it connects and gets its producer id while the reader starts."""
+        self._get_producer()
+
     async def start_append(self, entries: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
         """Produce the batch now; the future gives its offsets once the broker confirmed every record."""
         async with self._starting:
             crash_point("pipeline.log.append")
             delivery = BatchDelivery(self.topic, len(entries), asyncio.get_running_loop())
-            records = ((record_key(entry), encode_entry(entry)) for entry in entries)
+            records = [(record_key(entry), encode_entry(entry)) for entry in entries]
             try:
-                await self._get_producer().produce_all(self.topic, 0, records, delivery)
+                await self._get_producer().produce_run(self.topic, 0, records, delivery)
             except BaseException:
                 delivery.confirmed.cancel()  # nobody awaits it; the reports of queued records are ignored
                 raise

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.pipeline.model import LogEntry, NewEntry, record_key
+from app.pipeline.model import LogEntry, NewEntry
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.tolerance import DeadLetter
 
@@ -32,6 +32,9 @@ class MemoryCommitLog:
 
     async def append(self, entries: Sequence[NewEntry]) -> list[int]:
         return await (await self.start_append(entries))
+
+    async def prepare_append(self) -> None:
+        return None
 
     async def start_append(self, entries: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
         confirmed: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
@@ -68,7 +71,7 @@ class MemoryCommitLog:
             offset = len(self.entries)
             self.entries.append(
                 LogEntry(
-                    offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, record_key(new)
+                    offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, None, new.doc_key
                 )
             )
             offsets.append(offset)

@@ -73,11 +73,16 @@ class LogEntry:
     key: str
     value: Message
     position: Mapping[str, Any] = field(default_factory=dict)
-    record_key: bytes | None = None  # the commit-log record's key, where read from the log
+    record_key: bytes | None = None  # the commit-log record's key, where read from the log ...
+    doc_key: str = ""  # ... or the document key it was appended with (the key is built when needed)
 
     @property
     def is_command(self) -> bool:
         return self.value.op is Op.COMMAND
+
+    def kafka_key(self) -> bytes:
+        """The commit-log record's key."""
+        return self.record_key if self.record_key is not None else _key_bytes(self.key, self.doc_key)
 
 
 _OPS = {op.value: op for op in Op}
@@ -86,8 +91,11 @@ _MODES = {int(mode): mode for mode in Mode}
 
 def record_key(entry: NewEntry) -> bytes:
     """Kafka record key: namespace, plus the document key so compaction keeps every document's latest."""
-    ns = entry.message.namespace
-    return (f"{ns}\x00{entry.doc_key}" if entry.doc_key else ns).encode("utf-8")
+    return _key_bytes(entry.message.namespace, entry.doc_key)
+
+
+def _key_bytes(namespace: str, doc_key: str) -> bytes:
+    return (f"{namespace}\x00{doc_key}" if doc_key else namespace).encode("utf-8")
 
 
 def encode_entry(entry: NewEntry) -> bytes:

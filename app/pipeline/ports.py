@@ -30,6 +30,10 @@ class Cursor(Protocol):
 
 
 class CommitLog(Protocol):
+    async def prepare_append(self) -> None:
+        """Get ready to append (connect), so that the first append does not pay for it."""
+        ...
+
     async def start_append(self, entries: Sequence[NewEntry]) -> Awaitable[list[int]]:
         """Start appending: returns once the entries are handed to the log, in call order (the
         log's order; calls must not overlap), with an awaitable that gives their offsets once the

@@ -350,9 +350,7 @@ class CompositeSource(Threaded):
                 await self._run(self._assign_new, positions)
                 refresh_at = time.monotonic() + self.settings.metadata_refresh_s
             batch = await self._run(self._poll)
-            if batch:
-                for entry in batch:
-                    positions.update(entry.position)
+            if batch:  # (positions only place partitions assigned later: theirs are not in a batch yet)
                 yield batch
 
     async def close(self) -> None:

@@ -82,7 +82,7 @@ def dead_letter(pipeline: str, writer: str, failure: Failure, failed_ms: int) ->
         ("hs-failed-ms", str(failed_ms)),
     ]
     value = encode_entry(NewEntry(entry.value, entry.mode, entry.position))
-    return DeadLetter(entry.record_key, value, tuple((k, v.encode("utf-8", "replace")) for k, v in headers))
+    return DeadLetter(entry.kafka_key(), value, tuple((k, v.encode("utf-8", "replace")) for k, v in headers))
 
 
 def dead_letter_context(headers: Any) -> dict[str, str]:

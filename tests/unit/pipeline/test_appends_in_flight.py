@@ -175,6 +175,9 @@ class ReorderingLog:
         self.entries: list[LogEntry] = []
         self.confirmations: list[tuple[asyncio.Future[list[int]], list[int]]] = []
 
+    async def prepare_append(self) -> None:
+        return None
+
     async def start_append(self, batch: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
         offsets = list(range(len(self.entries), len(self.entries) + len(batch)))
         for new, offset in zip(batch, offsets, strict=True):

@@ -32,6 +32,9 @@ class CountingLog(MemoryCommitLog):
         self.read_back = 0
         self.refusing = False
 
+    async def prepare_append(self) -> None:
+        return None
+
     async def start_append(self, new: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
         if self.refusing:
             raise OSError("log refused the append")
