@@ -325,7 +325,7 @@ class CompositeSource(Threaded):
                 payload = orjson.loads(msg.value() or b"null")
             except orjson.JSONDecodeError:
                 payload = (msg.value() or b"").decode("utf-8", "replace")
-            data = dict(payload) if isinstance(payload, dict) else {"value": payload}
+            data = payload if type(payload) is dict else {"value": payload}  # (fresh from loads: ours)
             if self.group_field:
                 data[str(self.group_field)] = (msg.key() or b"").decode("utf-8", "replace")
             where = f"{msg.topic()}[{msg.partition()}]"
