@@ -154,13 +154,13 @@ def status(name: str) -> None:
     if live is not None:
         echo_json(live)
         return
-    from app.kafka.admin import true_end_offsets
+    from app.pipeline.kafka_log import log_end
     from app.pipeline.state import split_states
 
     settings = get_settings()
     writers, readers = split_states(_state(settings, name))  # type: ignore[arg-type]
     topics = _topics(settings, name)
-    end = true_end_offsets(settings.bootstrap, [(topics.log, 0)])[0]
+    end = log_end(settings.bootstrap, topics.log)
     echo_json(  # the live status's keys, as far as Kafka knows them
         {
             "pipeline": name,
@@ -270,11 +270,11 @@ def offset_mark(writer: str, offset: int) -> None:
         return
     except (ServiceUnavailable, UnknownPipeline) as exc:
         click.echo(f"note: {exc}; sending the mark as a control record", err=True)
-    from app.kafka.admin import true_end_offsets
+    from app.pipeline.kafka_log import log_end
 
     settings = get_settings()
     _state(settings, name)
-    end = true_end_offsets(settings.bootstrap, [(_topics(settings, name).log, 0)])[0]
+    end = log_end(settings.bootstrap, _topics(settings, name).log)
     if not -1 <= offset < end:
         raise InvalidInput(f"offset {offset} is outside -1..{end - 1} of the commit log")
     _send(settings, name, {"kind": "mark", "writer": writer_name, "offset": offset})

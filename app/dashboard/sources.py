@@ -15,7 +15,7 @@ from typing import Any
 from app.batch.model import ESTIMATED_PREFIX, EXACT_PREFIX, EstimatedBatch, ExactBatch
 from app.composite.store import MetadataStore
 from app.kafka.admin import KafkaAdmin, true_end_offsets
-from app.pipeline.kafka_log import PipelineTopics
+from app.pipeline.kafka_log import PipelineTopics, log_end
 from app.pipeline.state import read_state, split_states
 from app.settings import Settings
 from app.subscription.ops import lag_report
@@ -136,7 +136,7 @@ def _pipeline(settings: Settings, topics: Any) -> dict[str, Any]:
 
     state = read_state(settings.bootstrap, topics.changelog, topics.control, topics.app_id)
     writers, readers = split_states(state)
-    end = true_end_offsets(settings.bootstrap, [(topics.log, 0)])[0]
+    end = log_end(settings.bootstrap, topics.log)
     return {
         "name": topics.name,
         "commit_log": topics.log,

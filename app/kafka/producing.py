@@ -140,30 +140,21 @@ class AsyncProducer:
         self,
         topic: str,
         partition: int,
-        records: Iterable[tuple[bytes | None, bytes]],
+        records: Iterable[tuple[bytes | None, bytes, list[tuple[str, bytes]] | None]],
         on_delivery: OnDelivery,
     ) -> None:
-        """Queue (key, value) records in order, each reported to `on_delivery` on the poll thread;
-        returns once all are queued (not confirmed). Raises as `send` does for a refused record."""
-        for key, value in records:
-            if not self._queue(topic, partition, key, value, None, on_delivery):
-                await self._queued(topic, partition, key, value, None, on_delivery)
+        """Queue (key, value, headers) records in order, each reported to `on_delivery` on the poll
+        thread; returns once all are queued (not confirmed). Raises as `send` does for a refused record."""
+        for key, value, headers in records:
+            if not self._queue(topic, partition, key, value, headers, on_delivery):
+                await self._queued(topic, partition, key, value, headers, on_delivery)
 
-    async def produce_run(
-        self,
-        topic: str,
-        partition: int,
-        records: Sequence[tuple[bytes | None, bytes]],
-        on_delivery: OnDelivery,
-    ) -> None:
-        """As `produce_all`, but only the first and the last record are reported: a run whose two
-        ends landed `len(records) - 1` offsets apart, in a partition nobody else writes, landed
-        whole (a record lost in between leaves a gap). Saves a callback per record of a bulk."""
-        last = len(records) - 1
-        for index, (key, value) in enumerate(records):
-            report = on_delivery if index == 0 or index == last else None
-            if not self._queue(topic, partition, key, value, None, report):
-                await self._queued(topic, partition, key, value, None, report)
+    async def flush(self, timeout_s: float = 90.0) -> None:
+        """Returns once every record handed over is confirmed or failed; raises when some are
+        neither after timeout_s."""
+        left = await asyncio.to_thread(self._producer.flush, timeout_s)
+        if left:
+            raise ServiceUnavailable(f"{left} records neither confirmed nor failed after {timeout_s:.0f} s")
 
     async def _queued(
         self,
@@ -172,7 +163,7 @@ class AsyncProducer:
         key: bytes | None,
         value: bytes | None,
         headers: list[tuple[str, bytes]] | None,
-        on_delivery: OnDelivery | None,
+        on_delivery: OnDelivery,
     ) -> None:
         """Hand one record to the producer, waiting while its local queue is full."""
         while True:
@@ -187,7 +178,7 @@ class AsyncProducer:
         key: bytes | None,
         value: bytes | None,
         headers: list[tuple[str, bytes]] | None,
-        on_delivery: OnDelivery | None,
+        on_delivery: OnDelivery,
     ) -> bool:
         """Hand one record to the producer; False when its local queue is full."""
         try:  # positional: keyword parsing costs more, once per record of a bulk

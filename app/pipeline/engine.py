@@ -314,9 +314,7 @@ class PipelineRuntime:
         if previous is not None:
             await previous
         entries = [
-            LogEntry(
-                o, n.message.timestamp_ms, n.mode, n.message.namespace, n.message, n.position, None, n.doc_key
-            )
+            LogEntry(o, n.message.timestamp_ms, n.mode, n.message.namespace, n.message, n.position, n.doc_key)
             for n, o in zip(batch, offsets, strict=True)
         ]
         self.tail.add(entries)

@@ -1,11 +1,13 @@
-"""The commit log as a one-partition Kafka topic (offsets = the seed's commit-log ids).
+"""The commit log as a one-partition Kafka topic, appended in bulk: one record per run of entries
+of a namespace, the entries numbered by the log (app/pipeline/log_records.py); reading is in
+app/pipeline/log_reader.py.
 
 Topic configuration (created on first run): `cleanup.policy=compact`, `segment.bytes=1 GiB`
 (the seed's 1 GB log size: only closed segments are compacted), `min.compaction.lag.ms`
-(default 7 days) so an entry stays uncompacted at least that long. Kafka cannot bound
+(default 7 days) so a record stays uncompacted at least that long. Kafka cannot bound
 compaction by consumer offsets; the lag guard plays the seed's "up to the earliest writer
-offset" role. Record keys are `namespace` + NUL + document key, so compaction keeps the
-latest version of every document (at least one record per namespace, as the seed asks).
+offset" role. Record keys are namespaces, so compaction keeps each namespace's latest record
+(at least one message per namespace, as the seed asks).
 """
 
 from __future__ import annotations
@@ -13,27 +15,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 
 from app.crashpoints import crash_point
-from app.errors import InvalidInput, ServiceUnavailable
-from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
-from app.kafka.consuming import partition_reader
+from app.errors import ServiceUnavailable
+from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import AsyncProducer, produce_failed, settle
-from app.kafka.reading import read_from
-from app.pipeline.model import LogEntry, Mode, NewEntry, Op, decode_entry, encode_entry, record_key
-from app.pipeline.model import Message as PipelineMessage
+from app.pipeline.log_reader import KafkaCursor, LogReader, log_end, read_log_range
+from app.pipeline.log_records import encode_records
+from app.pipeline.model import NewEntry
 
 __all__ = [
     "COMMIT_LOG_CONFIG",
     "BatchDelivery",
+    "Chain",
     "KafkaCommitLog",
     "KafkaCursor",
     "PipelineTopics",
+    "log_end",
     "read_log_range",
 ]
 
@@ -79,66 +81,69 @@ class PipelineTopics:
         return f"{self.app_id}-offsets-changelog"
 
 
-def _invalid_entry(offset: int, reason: str) -> LogEntry:
-    """A record that is not a log entry becomes a command every writer acknowledges without writing."""
-    message = PipelineMessage(Op.COMMAND, 0, "__invalid__", {"invalid": reason})
-    return LogEntry(offset, 0, Mode.SYNC, "__invalid__", message)
+class Chain:
+    """Where this process's last confirmed log record ended in Kafka (touched on the producer's poll
+    thread; set on the event loop only while nothing is in flight). Another producer's record in
+    between means two processes append to one log: their entry numbers would collide."""
 
+    __slots__ = ("end",)
 
-def _decode(topic: str, msg: Any) -> LogEntry:
-    try:
-        entry = decode_entry(msg.offset(), msg.value())
-    except InvalidInput as exc:
-        log.warning("%s[0] offset=%d: skipped, not a log entry: %s", topic, msg.offset(), exc)
-        return _invalid_entry(msg.offset(), str(exc))
-    entry.record_key = msg.key()
-    return entry
+    def __init__(self) -> None:
+        self.end: int | None = None
 
 
 class BatchDelivery:
-    """The delivery reports of one appended batch (called on the producer's poll thread). Only the
-    batch's first and last record are reported (`AsyncProducer.produce_run`): the log is one
-    partition written only by this pipeline's idempotent producer, so the batch landed whole exactly
-    when its ends landed `count - 1` offsets apart, and its offsets are the run between them. Any
-    error, or ends further apart (a record lost in between, another producer writing), fails it."""
+    """The delivery reports of one appended batch's records (called on the producer's poll thread,
+    in produce order). The batch is confirmed, with its entry numbers, once every record is, each
+    right after the one before in the partition (and the first right after the previous batch's
+    last); any error or gap fails it."""
 
-    __slots__ = ("_count", "_ends", "_loop", "_topic", "confirmed")
+    __slots__ = ("_chain", "_first", "_loop", "_records", "_reported", "_topic", "confirmed", "count")
 
-    def __init__(self, topic: str, count: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, topic: str, first: int, count: int, records: int, chain: Chain, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self._topic = topic
-        self._count = count
+        self._first = first
+        self.count = count
+        self._records = records
+        self._chain = chain
         self._loop = loop
-        self._ends: list[int] = []  # offsets reported so far (the first and the last record's)
+        self._reported = 0
         self.confirmed: asyncio.Future[list[int]] = loop.create_future()
-        if count == 0:
+        if records == 0:
             self.confirmed.set_result([])
 
     def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if self._reported < 0:
+            return
         if err is not None:
             self._fail(produce_failed(f"{self._topic}[0]", err))
-        elif msg.topic() != self._topic or msg.partition() != 0:
+            return
+        if msg.topic() != self._topic or msg.partition() != 0:
             self._fail(
                 ServiceUnavailable(f"{self._topic}[0]: delivery report for {msg.topic()}[{msg.partition()}]")
             )
-        elif self._count > 0:
-            self._ends.append(msg.offset())
-            if self._count == 1 or len(self._ends) == 2:
-                self._settle()
-
-    def _settle(self) -> None:
-        first, last = min(self._ends), max(self._ends)
-        if last - first != self._count - 1:
+            return
+        offset = msg.offset()
+        expected = self._chain.end
+        if expected is not None and offset != expected:
             self._fail(
                 ServiceUnavailable(
-                    f"{self._topic}[0]: a batch of {self._count} records landed at offsets {first}..{last}: "
-                    "a record is missing, or another producer writes this commit log"
+                    f"{self._topic}[0]: record at offset {offset}, {expected} expected: a record is missing,"
+                    " or another producer writes this commit log"
                 )
             )
-        else:
-            self._loop.call_soon_threadsafe(settle, self.confirmed, list(range(first, last + 1)))
+            return
+        self._chain.end = offset + 1
+        self._reported += 1
+        if self._reported == self._records:
+            numbers = list(range(self._first, self._first + self.count))
+            self._loop.call_soon_threadsafe(settle, self.confirmed, numbers)
 
     def _fail(self, error: Exception) -> None:
-        self._count = -1  # never complete with offsets
+        self._reported = -1  # never complete
+        self._chain.end = None  # unknown until the appender reads the log's end again
         self._loop.call_soon_threadsafe(settle, self.confirmed, error)
 
 
@@ -149,6 +154,8 @@ class KafkaCommitLog:
         self._producer: AsyncProducer | None = None
         self._max_message_bytes = max_message_bytes
         self._starting = asyncio.Lock()  # one batch handed over at a time: produce order = call order
+        self._next: int | None = None  # the next entry number; None: read the log's end first
+        self._chain = Chain()
 
     def ensure_topic(self, replication_factor: int = 1) -> None:
         KafkaAdmin(self.bootstrap, replication_factor).create([TopicSpec(self.topic, 1, COMMIT_LOG_CONFIG)])
@@ -160,7 +167,6 @@ class KafkaCommitLog:
                 self.bootstrap,
                 name=f"log-{self.topic}",
                 **{
-                    "batch.num.messages": 10000,
                     "message.max.bytes": max(self._max_message_bytes + 65536, 1_000_000),
                     "message.timeout.ms": APPEND_TIMEOUT_MS,
                 },
@@ -168,25 +174,52 @@ class KafkaCommitLog:
         return self._producer
 
     async def prepare_append(self) -> None:
-        """Start the producer: it connects and gets its producer id while the reader starts."""
+        """Start the producer (it connects and gets its producer id) and read where the log ends."""
         self._get_producer()
+        async with self._starting:
+            if self._next is None:
+                await self._sync()
+
+    async def _sync(self) -> None:
+        """Number on from the log's end, once every record handed over is confirmed or failed."""
+        await self._get_producer().flush()
+        reader = LogReader(self.bootstrap, self.topic, f"hubstream-pipeline-append-{self.topic}")
+        try:
+            self._next, self._chain.end = await asyncio.to_thread(reader.end_and_high)
+        finally:
+            await asyncio.to_thread(reader.close)
 
     async def start_append(self, entries: Sequence[NewEntry]) -> asyncio.Future[list[int]]:
-        """Produce the batch now; the future gives its offsets once the broker confirmed every record."""
+        """Produce the batch now; the future gives its entry numbers once the broker confirmed it.
+        After any failure the next append first reads the log's end again."""
         async with self._starting:
             crash_point("pipeline.log.append")
-            delivery = BatchDelivery(self.topic, len(entries), asyncio.get_running_loop())
-            records = [(record_key(entry), encode_entry(entry)) for entry in entries]
+            if self._next is None:
+                await self._sync()
+            assert self._next is not None
+            first = self._next
+            records = encode_records(entries, first, self._max_message_bytes)
+            delivery = BatchDelivery(
+                self.topic, first, len(entries), len(records), self._chain, asyncio.get_running_loop()
+            )
+            self._next = first + len(entries)
+            delivery.confirmed.add_done_callback(self._settled)
             try:
-                await self._get_producer().produce_run(self.topic, 0, records, delivery)
+                await self._get_producer().produce_all(
+                    self.topic, 0, [(r.key, r.value, r.headers) for r in records], delivery
+                )
             except BaseException:
+                self._next = None
                 delivery.confirmed.cancel()  # nobody awaits it; the reports of queued records are ignored
                 raise
             return delivery.confirmed
 
+    def _settled(self, confirmed: asyncio.Future[list[int]]) -> None:
+        if confirmed.cancelled() or confirmed.exception() is not None:
+            self._next = None
+
     async def end_offset(self) -> int:
-        ends = await asyncio.to_thread(true_end_offsets, self.bootstrap, [(self.topic, 0)])
-        return ends[0]
+        return await asyncio.to_thread(log_end, self.bootstrap, self.topic)
 
     def cursor(self, start: int) -> KafkaCursor:
         return KafkaCursor(self.bootstrap, self.topic, start)
@@ -194,48 +227,3 @@ class KafkaCommitLog:
     async def close(self) -> None:
         if self._producer is not None:
             await self._producer.close()
-
-
-class KafkaCursor:
-    """Reads the commit log from `start` with its own consumer (no group: positions are ours)."""
-
-    def __init__(self, bootstrap: str, topic: str, start: int) -> None:
-        self.topic = topic
-        self._consumer = partition_reader(
-            bootstrap,
-            f"hubstream-pipeline-cursor-{topic}",
-            reset="earliest",
-            overrides={"fetch.wait.max.ms": 50},
-        )
-        self._consumer.assign([TopicPartition(topic, 0, max(start, 0))])
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"cursor-{topic}")
-
-    def _next_blocking(self, max_count: int, wait_s: float) -> list[LogEntry]:
-        out: list[LogEntry] = []
-        msg: Any
-        for msg in self._consumer.consume(max_count, wait_s):
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise ServiceUnavailable(f"{self.topic}[0]: {msg.error()}")
-            out.append(_decode(self.topic, msg))
-        return out
-
-    async def next_batch(self, max_count: int, wait_s: float) -> list[LogEntry]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._next_blocking, max_count, wait_s)
-
-    async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._consumer.close)
-        self._executor.shutdown(wait=False)
-
-
-def read_log_range(
-    bootstrap: str, topic: str, first: int, last: int, timeout_s: float = 10.0
-) -> list[LogEntry]:
-    """Entries with first <= offset <= last (compacted-away offsets are simply absent)."""
-    tp = (topic, 0)
-    messages = read_from(
-        bootstrap, {tp: first}, stops={tp: last + 1}, timeout_s=timeout_s, group_id="hubstream-pipeline-cli"
-    )
-    return [_decode(topic, msg) for msg in messages]

@@ -70,9 +70,7 @@ class MemoryCommitLog:
             msg = new.message
             offset = len(self.entries)
             self.entries.append(
-                LogEntry(
-                    offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, None, new.doc_key
-                )
+                LogEntry(offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, new.doc_key)
             )
             offsets.append(offset)
         self._grew.set()

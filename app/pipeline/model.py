@@ -20,7 +20,6 @@ __all__ = [
     "decode_entry",
     "encode_entry",
     "entry_text",
-    "record_key",
 ]
 
 
@@ -73,29 +72,19 @@ class LogEntry:
     key: str
     value: Message
     position: Mapping[str, Any] = field(default_factory=dict)
-    record_key: bytes | None = None  # the commit-log record's key, where read from the log ...
-    doc_key: str = ""  # ... or the document key it was appended with (the key is built when needed)
+    doc_key: str = ""  # the document's key, where the reader knows one
 
     @property
     def is_command(self) -> bool:
         return self.value.op is Op.COMMAND
 
     def kafka_key(self) -> bytes:
-        """The commit-log record's key."""
-        return self.record_key if self.record_key is not None else _key_bytes(self.key, self.doc_key)
+        """The Kafka key of a record about this entry (a dead letter): namespace, NUL, document key."""
+        return (f"{self.key}\x00{self.doc_key}" if self.doc_key else self.key).encode("utf-8")
 
 
 _OPS = {op.value: op for op in Op}
 _MODES = {int(mode): mode for mode in Mode}
-
-
-def record_key(entry: NewEntry) -> bytes:
-    """Kafka record key: namespace, plus the document key so compaction keeps every document's latest."""
-    return _key_bytes(entry.message.namespace, entry.doc_key)
-
-
-def _key_bytes(namespace: str, doc_key: str) -> bytes:
-    return (f"{namespace}\x00{doc_key}" if doc_key else namespace).encode("utf-8")
 
 
 def encode_entry(entry: NewEntry) -> bytes:

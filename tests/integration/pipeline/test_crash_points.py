@@ -99,12 +99,17 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
     def caught_up() -> bool:
         """Every writer at the commit log's end: a replay after the crash has finished too (copies
         written before the crash can satisfy the sinks' checks while the replay is under way)."""
-        done = cli("status", name)
+        done = cli("status", name, port=port)  # the live process's offsets, not the last flushed ones
         if done.returncode != 0:
             return False
         report = orjson.loads(done.stdout)
-        writers = report["writers"].values()
-        return report["commitLog"]["endOffset"] >= MESSAGES and all(w["lag"] == 0 for w in writers)
+        writers = report["writers"]
+        # Every writer named: with none known yet, "all at lag 0" would hold before the replay.
+        return (
+            report["commitLog"]["endOffset"] >= MESSAGES
+            and set(writers) == {"db", "docs", "bus"}
+            and all(w["lag"] == 0 for w in writers.values())
+        )
 
     async def sinks_complete() -> list[dict[str, int]]:  # the topic's records, [] until complete
         # The sinks are read only once every writer is at the log's end, so that they show

@@ -20,6 +20,8 @@ from app.dataavailable import DataAvailable
 from app.hub.service import MessageHub
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.pipeline.kafka_log import PipelineTopics
+from app.pipeline.log_records import encode_records
+from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import WriterState
 from app.pipeline.state import writer_key
 from app.settings import Settings
@@ -59,8 +61,9 @@ def _seed_pipeline(settings: Settings, name: str, log_records: int, writer_offse
         [TopicSpec(topics.log, 1), TopicSpec(topics.changelog, 1), TopicSpec(topics.control, 1)]
     )
     producer = Producer({"bootstrap.servers": settings.bootstrap})
-    for i in range(log_records):
-        producer.produce(topics.log, orjson.dumps({"n": i}), partition=0)
+    entries = [NewEntry(Message(Op.INSERT, 0, "seed", {"n": i}), Mode.SYNC) for i in range(log_records)]
+    for record in encode_records(entries, 0, 1_000_000):  # entries 0 .. log_records - 1
+        producer.produce(topics.log, record.value, record.key, 0, headers=record.headers)
     state = WriterState(offset=writer_offset).to_json()
     producer.produce(topics.changelog, orjson.dumps(state), orjson.dumps(writer_key("mysql")), partition=0)
     assert producer.flush(30) == 0

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.memory import MemoryCommitLog, MemoryCursor, MemoryStateStore
-from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op, record_key
+from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
 from app.pipeline.tail import LogTail
 from tests.support.waiting import run_until_idle
@@ -182,9 +182,7 @@ class ReorderingLog:
         offsets = list(range(len(self.entries), len(self.entries) + len(batch)))
         for new, offset in zip(batch, offsets, strict=True):
             msg = new.message
-            self.entries.append(
-                LogEntry(offset, 0, new.mode, msg.namespace, msg, new.position, record_key(new))
-            )
+            self.entries.append(LogEntry(offset, 0, new.mode, msg.namespace, msg, new.position, new.doc_key))
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
         self.confirmations.append((future, offsets))
         return future
