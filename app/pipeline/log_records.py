@@ -12,6 +12,7 @@ A record without those headers is not part of the log: it takes no number and re
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +56,6 @@ class LogRecord:
         return [(FIRST_HEADER, b"%d" % self.first), (COUNT_HEADER, b"%d" % self.count)]
 
 
-def _item(entry: NewEntry) -> list[Any]:
-    msg = entry.message
-    item = [msg.timestamp_ms, entry.mode, msg.op, msg.data, entry.position, entry.doc_key]
-    if msg.before is not None:
-        item.append(msg.before)
-    return item
-
-
 def _encode(items: list[list[Any]]) -> bytes:
     try:  # the enums as they are: orjson writes their values
         return orjson.dumps(items)
@@ -74,13 +67,14 @@ def encode_records(entries: Sequence[NewEntry], first: int, max_bytes: int) -> l
     """The entries numbered from `first`, as records in order: a new record where the namespace
     changes, and a run split in halves while its value is over `max_bytes` (one entry alone is
     left to the broker to refuse)."""
+    namespaces = [entry.message.namespace for entry in entries]
     records: list[LogRecord] = []
+    if namespaces and namespaces.count(namespaces[0]) == len(namespaces):  # the usual batch: one run
+        _encode_run(entries, 0, len(entries), first, max_bytes, records)
+        return records
     start = 0
-    while start < len(entries):
-        namespace = entries[start].message.namespace
-        end = start + 1
-        while end < len(entries) and entries[end].message.namespace == namespace:
-            end += 1
+    for _, run in itertools.groupby(namespaces):
+        end = start + sum(1 for _ in run)
         _encode_run(entries, start, end, first + start, max_bytes, records)
         start = end
     return records
@@ -89,7 +83,13 @@ def encode_records(entries: Sequence[NewEntry], first: int, max_bytes: int) -> l
 def _encode_run(
     entries: Sequence[NewEntry], start: int, end: int, number: int, max_bytes: int, out: list[LogRecord]
 ) -> None:
-    value = _encode([_item(entry) for entry in entries[start:end]])
+    items = [  # one list per entry, built inline: a function call per entry costs more
+        [m.timestamp_ms, e.mode, m.op, m.data, e.position, e.doc_key]
+        if (m := e.message).before is None
+        else [m.timestamp_ms, e.mode, m.op, m.data, e.position, e.doc_key, m.before]
+        for e in entries[start:end]
+    ]
+    value = _encode(items)
     if len(value) > max_bytes and end - start > 1:
         middle = (start + end) // 2
         _encode_run(entries, start, middle, number, max_bytes, out)
