@@ -107,6 +107,7 @@ class AsyncProducer:
         }
         conf.update(config)
         self._producer = Producer(conf)
+        self._closed = False
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name=f"produce-{name}", daemon=True)
         self._poller.start()
@@ -193,9 +194,14 @@ class AsyncProducer:
             raise _refused(topic, partition, exc) from exc
 
     async def close(self) -> None:
+        if self._closed:
+            return
         await asyncio.to_thread(self._producer.flush, 30)
         self._stop.set()
         await asyncio.to_thread(self._poller.join, 5)
+        if not self._poller.is_alive():  # no poll in flight: the client and its threads can end now
+            self._closed = True
+            await asyncio.to_thread(self._producer.close)
 
 
 def settle(future: asyncio.Future[T], result: T | Exception) -> None:

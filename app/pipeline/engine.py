@@ -154,7 +154,10 @@ class PipelineRuntime:
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
-        await self.flush(force=True)
+        try:
+            await self.flush(force=True)
+        finally:
+            await self.store.close()
         for slot in self.slots.values():
             with contextlib.suppress(Exception):
                 await slot.sink.close()

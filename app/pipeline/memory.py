@@ -118,6 +118,9 @@ class MemoryStateStore:
         self.writers = dict(writers)
         self.readers = dict(readers)
 
+    async def close(self) -> None:
+        return None
+
 
 class MemoryDeadLetters:
     """Keeps every dead letter sent, in order (a redelivered one appears twice)."""

@@ -52,6 +52,8 @@ class StateStore(Protocol):
         """Persist writer offsets and reader states; returns once durable."""
         ...
 
+    async def close(self) -> None: ...
+
 
 class Sink(Protocol):
     async def write(self, messages: Sequence[Message]) -> None:

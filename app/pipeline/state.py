@@ -99,6 +99,9 @@ class ControlChannel:
                 f"{self.topic}[0]: control records not confirmed ({remaining} left, {errors[:1]})"
             )
 
+    def close(self) -> None:
+        self._producer.close()  # flushes what is queued, then ends the client's threads
+
 
 class KafkaStateStore:
     def __init__(self, channel: ControlChannel) -> None:
@@ -118,6 +121,11 @@ class KafkaStateStore:
         ]
         await asyncio.get_running_loop().run_in_executor(self._executor, self.channel.send_blocking, records)
         self._sent.update(changed)
+
+    async def close(self) -> None:
+        """Stops the thread it sends on and the channel's producer (what is sent is confirmed)."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.channel.close)
+        self._executor.shutdown(wait=True)
 
 
 def _table_key(raw: bytes) -> str:

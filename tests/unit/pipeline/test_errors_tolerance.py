@@ -74,6 +74,9 @@ class CheckingStore(MemoryStateStore):
         self.poison = poison
         self.violations: list[int] = []
 
+    async def close(self) -> None:
+        return None
+
     async def save(self, writers: Mapping[str, WriterState], readers: Mapping[str, ReaderState]) -> None:
         offset = writers["db"].offset
         lettered = {int(dead_letter_context(d.headers)["hs-log-offset"]) for d in self.dlq.letters}

@@ -49,6 +49,9 @@ class CheckingStore(MemoryStateStore):
         self.passing = passing
         self.violations: list[str] = []
 
+    async def close(self) -> None:
+        return None
+
     async def save(self, writers: Mapping[str, WriterState], readers: Mapping[str, ReaderState]) -> None:
         for name, state in writers.items():
             confirmed = set(self.sinks[name].written)

@@ -67,6 +67,9 @@ class ConfirmedOnlyStore(MemoryStateStore):
         self.sink = sink
         self.violations: list[int] = []
 
+    async def close(self) -> None:
+        return None
+
     async def save(self, writers: Mapping[str, WriterState], readers: Mapping[str, ReaderState]) -> None:
         offset = writers["db"].offset
         if any(seq not in self.sink.written for seq in range(offset + 1)):
