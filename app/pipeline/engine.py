@@ -243,10 +243,10 @@ class PipelineRuntime:
 
     async def _run_source(self) -> None:
         assert self.source is not None
-        await self.log.prepare_append()
         while not self.flags.stopping:
             appends: deque[asyncio.Task[None]] = deque()  # oldest first, each awaiting the one before
             try:
+                await self.log.prepare_append()  # a log not reachable yet is tried again, as a read is
                 async for batch in self.source.read(dict(self.readers)):
                     if batch:
                         await self._settle(appends, self.appends_in_flight - 1)

@@ -168,6 +168,31 @@ async def test_appends_started_before_a_refused_one_still_move_the_reader() -> N
     assert log_seqs(log) == list(range(8)) and reader_at(runtime) == (7, 7)
 
 
+class UnreachableAtFirst(MemoryCommitLog):
+    """Cannot get ready to append the first `failures` times (the broker is not up yet)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def prepare_append(self) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError("broker not reachable")
+
+
+async def test_a_log_not_ready_at_start_is_tried_again() -> None:
+    """Before, the reader's task ended on the first failure to get ready and the pipeline read nothing."""
+    log, source = UnreachableAtFirst(failures=2), SeqSource(8, 2)
+    runtime = pipeline(log, source)
+    await runtime.start()
+    try:
+        await wait_for(lambda: runtime.flags.source_done)
+    finally:
+        await runtime.stop(5)
+    assert log.failures == 0 and log_seqs(log) == list(range(8)) and reader_at(runtime) == (7, 7)
+
+
 class ReorderingLog:
     """Offsets given in hand-over order (as Kafka's produce order); the test confirms in any order."""
 
