@@ -89,6 +89,11 @@ class Copies:
             return 0
         return sum(1 for line in self.out.read_text().splitlines() if line.split()[3:4] == [wanted])
 
+    def logged(self, label: str, text: str) -> bool:
+        """Whether the copy started as `label` has logged `text` (anywhere in its log)."""
+        path = self.home / f"{label}.log"
+        return path.exists() and text in path.read_text()
+
     def log_tail(self, label: str) -> str:
         path = self.home / f"{label}.log"
         return path.read_text()[-3000:] if path.exists() else ""

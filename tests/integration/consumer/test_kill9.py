@@ -88,7 +88,13 @@ async def test_a_copy_killed_at_a_crash_point_restarts_and_keeps_the_promise(
         assert first.returncode == -9, f"the copy did not die at {point}: {copies.log_tail('first')}"
         copies.procs.pop("first")
         copies.start("second", "--concurrency", "8")
-        await wait_until(lambda: _outcome_ready(copies, total), 180, "every record handled or dead-lettered")
+        # The restarted copy must be up (owning the partitions: a SIGTERM then stops it cleanly) even
+        # when the first one handled everything before it died.
+        await wait_until(
+            lambda: copies.logged("second", "owns partitions") and _outcome_ready(copies, total),
+            180,
+            "the second copy to own the partitions and every record handled or dead-lettered",
+        )
         assert copies.stop("second") == 0, copies.log_tail("second")
     finally:
         copies.stop_all()
