@@ -17,7 +17,7 @@ from urllib.parse import quote
 import click
 import orjson
 
-from app.cli.common import HubstreamGroup, echo_json
+from app.cli.common import HubstreamGroup, echo_json, run_faust_worker
 from app.cli.pipeline_client import PipelineClient, default_url
 from app.errors import InvalidInput, NotFound, ServiceUnavailable
 from app.pipeline.api_models import CommitLog, entry_view, reader_view, writer_state_view
@@ -106,8 +106,6 @@ def pipeline(ctx: click.Context, url: str | None) -> None:
 )
 def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, progress: bool | None) -> None:
     """Run the pipeline defined in FILE (.yaml/.yml or a .py module defining PIPELINE)."""
-    from faust.worker import Worker
-
     from agents import build_worker
     from app.pipeline.definition import load_definition
     from app.pipeline.service import ensure_topics
@@ -135,7 +133,7 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, p
     worker = build_worker(settings, ["pipelines"])
     # web host/port come from the app's configuration (Worker() takes no web_port argument).
     try:
-        Worker(worker.app, loglevel=loglevel).execute_from_commandline()
+        run_faust_worker(worker.app, loglevel)
     except SystemExit as done:
         host = worker.pipeline_host
         if done.code in (0, None) and host is not None and host.exit_code:

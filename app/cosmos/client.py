@@ -6,10 +6,13 @@ self-signed); a configured COSMOS_ENDPOINT is verified unless COSMOS_VERIFY_TLS=
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from azure.core.pipeline.transport import AioHttpTransport
 from azure.cosmos import PartitionKey, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
@@ -22,6 +25,20 @@ __all__ = ["CosmosStore", "open_cosmos"]
 # absent document while checking the partition key header), which the SDK retries for about half a
 # second; with this header it skips that check and answers 404 at once, as real Cosmos DB does.
 _EMBEDDED_READ_FIX = "x-ms-documentdb-query-enablecrosspartition"
+
+
+# The SDK logs every request and response at INFO. Building those lines cost about a tenth of a
+# busy worker's CPU, so they go to a logger of their own, quiet unless its level is lowered.
+HTTP_LOGGER = logging.getLogger("hubstream.cosmos.http")
+HTTP_LOGGER.setLevel(logging.WARNING)
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _transport() -> AioHttpTransport:
+    """aiohttp reading its settings from the environment looks up ~/.netrc in a thread for every
+    request (a tenth of a worker's CPU): it does only when a proxy is configured there."""
+    return AioHttpTransport(use_env_settings=any(os.environ.get(v) for v in _PROXY_VARIABLES))
 
 
 def _embedded_request_hook(request: Any) -> None:
@@ -82,7 +99,8 @@ async def open_cosmos(
         raw_request_hook=_embedded_request_hook if settings.embedded_cosmos else cosmos_request_hook,
         raw_response_hook=cosmos_response_hook,
         connection_timeout=connection_timeout,
-        **client,
+        logger=HTTP_LOGGER,
+        **{"transport": _transport(), **client},
     )
     name = database or settings.cosmos_database
     try:

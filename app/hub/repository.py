@@ -359,30 +359,44 @@ class HubRepository(Generic[C]):
 
         With `dequeues` (the actor's dequeue count), what this peek learned of the cabinets is
         kept, and the peek after this bundle's dequeue starts from it (app/hub/views.py)."""
-        ledger = await self._read_ledger_reaped(recipient)
-        fence = ledger.fence
         remembered = self._boards.get(recipient)
         self._boards.drop(recipient)
         board = None
         if dequeues is not None and remembered is not None and remembered[0].serves(domains, dequeues):
             board = remembered[0]
+        # A board keeps the ledger its catalog was read under. Its fence holds for forming the next
+        # bundle (events that became visible since are all newer than every event below it), so
+        # the ledger is read again only when the board runs out: no cabinet left below its fence,
+        # or a bundle still open when its drawers' events ran out (a newer event may continue it).
+        if board is not None and board.ledger is not None:
+            ledger, current = board.ledger, False
+        else:
+            ledger, current = await self._read_ledger_reaped(recipient), True
+        fence = ledger.fence
         fresh = board is None
         if board is None:
-            board = await self._read_catalog(recipient, domains, fence)
+            board = await self._read_catalog(recipient, domains, ledger)
         while True:
             cabinet = board.next_cabinet(fence)
             if cabinet is None:
+                if not current:
+                    ledger, current = await self._read_ledger_reaped(recipient), True
+                    fence = ledger.fence
+                    continue
                 if fresh or board.fence == fence:
                     return None
-                board, fresh = await self._read_catalog(recipient, domains, fence), True
+                board, fresh = await self._read_catalog(recipient, domains, ledger), True
                 continue
             if cabinet not in board.drawers:
                 board = await self._check(board, cabinet, fence)
                 continue
             read = await self._read(ledger, board.open_drawers(cabinet, fence), builder, board.runs)
+            if not builder.closed and not current:
+                ledger, current = await self._read_ledger_reaped(recipient), True
+                fence = ledger.fence
             if not fresh and not builder.closed and board.fence != fence:
                 # A drawer opened since the board was read may continue this bundle.
-                board, fresh = await self._read_catalog(recipient, domains, fence), True
+                board, fresh = await self._read_catalog(recipient, domains, ledger), True
                 builder = BundleBuilder(builder.max_weight, builder.max_events)
                 continue
             if read.events:
@@ -398,8 +412,9 @@ class HubRepository(Generic[C]):
             self._boards.put(recipient, board.peeked(bundle_id, cabinet, read.rest), bundle_id)
         return Candidate(ref, read.events)
 
-    async def _read_catalog(self, recipient: str, domains: Sequence[str], fence: int) -> CabinetBoard:
-        """The recipient's cabinets as the catalog lists them (entries up to the fence)."""
+    async def _read_catalog(self, recipient: str, domains: Sequence[str], ledger: Ledger) -> CabinetBoard:
+        """The recipient's cabinets as the catalog lists them (entries up to the ledger's fence)."""
+        fence = ledger.fence
         sql = "SELECT * FROM c WHERE c.pk = @pk AND c.seq <= @fence"
         found = await asyncio.gather(
             *(
@@ -408,17 +423,22 @@ class HubRepository(Generic[C]):
             )
         )
         entries = [catalog_from_doc(doc) for docs in found for doc in docs]
-        return CabinetBoard.from_catalog(domains, fence, entries)
+        return CabinetBoard.from_catalog(domains, fence, entries, ledger)
 
     async def _check(self, board: CabinetBoard, cabinet: CabinetKey, fence: int) -> CabinetBoard:
         """Read the cabinet's open drawers and fix its catalog entries (stale ones removed, missing
         ones added): the board then knows the cabinet's true oldest event."""
         drawers = await self._open_drawers(cabinet, fence)
         first, stale, missing = reconcile_catalog(board.entries.get(cabinet, ()), [d for d, _ in drawers])
-        await asyncio.gather(
-            *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale),
-            *(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing),
-        )
+        # Added before any is removed: a drawer with events left keeps an entry at every moment.
+        if missing:
+            crash_point("hub.peek.catalog_added")
+            await asyncio.gather(*(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing))
+        if stale:
+            crash_point("hub.peek.catalog_removed")
+            await asyncio.gather(
+                *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale)
+            )
         return board.checked(cabinet, tuple(drawers), first)
 
     async def _read(
@@ -533,16 +553,9 @@ class HubRepository(Generic[C]):
             known = None
         else:
             raise ServiceUnavailable(f"drawer {piece.drawer_id} kept changing; dequeue not finished")
-        if updated.unacked_from is not None:
-            entry = CatalogEntry(cabinet, piece.drawer_id, updated.unacked_from)
-            crash_point("hub.ack.catalog")
-            await self.io.create(self.io.catalog, catalog_doc(entry))
-        if drawer.unacked_from is not None and drawer.unacked_from != updated.unacked_from:
-            # The entry pointing at the acknowledged events, after its successor exists (a crash in
-            # between leaves it for the next peek that reads the catalog to remove).
-            stale = CatalogEntry(cabinet, piece.drawer_id, drawer.unacked_from)
-            crash_point("hub.ack.catalog_superseded")
-            await self.io.delete(self.io.catalog, stale.entry_id, cabinet.catalog_partition)
+        # The catalog is left as it is: the drawer's entry stays at or below its first unacknowledged
+        # event (or points at a drawer with nothing left), which a peek reading the catalog checks
+        # and corrects (_check). A Save adds the entry of a drawer that had nothing unacknowledged.
         return True, (None if drained else (updated, new_etag))
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any
 from app.cosmos import CosmosStore, open_cosmos
 from app.dataavailable import DOMAINS, DataAvailable
 from app.errors import InvalidInput, ServiceUnavailable
-from app.hub.actor import decide_dequeue, decide_peek, open_bundle_for
+from app.hub.actor import ActorBundles, decide_dequeue, decide_peek, open_bundle_for
 from app.hub.bundle_stream import EventStoreBundleLog
 from app.hub.bundling import BundleBuilder, BundleRef
 from app.hub.cosmos_io import HubContainers
@@ -132,17 +132,34 @@ class MessageHub:
     async def peek(
         self, actor: str, domains: Sequence[str] = DOMAINS, bundle_id: str | None = None
     ) -> PeekedBundle | None:
-        """The actor's open bundle for these domains, else a new one; None when nothing is available."""
+        """The actor's open bundle for these domains, else a new one; None when nothing is available.
+
+        The first attempt starts from the actor's bundles as this worker last read or wrote them
+        (an actor drains through one worker: its last dequeue wrote them here), without reading the
+        stream. Recording a new bundle is an If-Match append, which fails on a stale state and
+        decides again on the stream as it is; any other answer from them is checked on a fresh
+        read first."""
+        fresh = False
         for _ in range(MAX_PEEK_ATTEMPTS):
-            state = await self.bundle_log.load(actor)
-            existing = open_bundle_for(state, domains, bundle_id)
+            state = await self.bundle_log.load(actor, allow_stale_s=0.0 if fresh else CACHED_BUNDLES_S)
+            checked, fresh = fresh, True
+            try:
+                existing = open_bundle_for(state, domains, bundle_id)
+            except BundleIdConflict:
+                if checked:
+                    raise
+                continue
             if existing is not None:
+                if not checked:
+                    continue
                 return PeekedBundle(existing, await self.repository.read_bundle(existing))
             candidate = await self.repository.next_unacknowledged(
                 actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder(), state.dequeues
             )
             if candidate is None:
-                return None
+                if checked or await self._nothing_since(actor, domains, bundle_id, state):
+                    return None
+                continue
             recorded = await self.bundle_log.decide(
                 actor, decide_peek(candidate.ref, domains, state.dequeues)
             )
@@ -150,6 +167,8 @@ class MessageHub:
                 continue  # a dequeue came in between: the candidate may hold acknowledged events
             if recorded is candidate.ref:
                 return PeekedBundle(candidate.ref, candidate.events)
+            if not checked:
+                continue  # decided on the cached state without a write: read the stream
             if bundle_id is not None and recorded.bundle_id != bundle_id:
                 raise BundleIdConflict(
                     f"bundle {recorded.bundle_id} was opened by a concurrent peek; dequeue it before"
@@ -157,6 +176,14 @@ class MessageHub:
                 )
             return PeekedBundle(recorded, await self.repository.read_bundle(recorded))
         raise ServiceUnavailable(f"actor {actor}: bundles kept changing during the peek; try again")
+
+    async def _nothing_since(
+        self, actor: str, domains: Sequence[str], bundle_id: str | None, seen: ActorBundles
+    ) -> bool:
+        """Whether "nothing available", found from the cached `seen`, holds on the stream as it is:
+        no bundle opened and no dequeue since."""
+        state = await self.bundle_log.load(actor)
+        return state.dequeues == seen.dequeues and open_bundle_for(state, domains, bundle_id) is None
 
     async def dequeue(self, actor: str, bundle_id: str) -> None:
         """Acknowledge the actor's open bundle; BundleNotFound when it has none with this id.

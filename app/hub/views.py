@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from app.hub.model import CabinetKey, CatalogEntry, DrawerState, StoredEvent
+from app.hub.model import CabinetKey, CatalogEntry, DrawerState, Ledger, StoredEvent
 
 __all__ = ["CabinetBoard", "Drawers"]
 
@@ -45,16 +45,22 @@ class CabinetBoard:
     runs: Mapping[str, tuple[StoredEvent, ...]] = field(default_factory=dict)  # per drawer: read, not taken
     bundle_id: str = ""  # the bundle formed from the board last
     dequeues: int | None = None  # the actor's dequeue count after that bundle's dequeue; None before
+    ledger: Ledger | None = None  # the recipient's ledger the catalog was read under (its fence)
 
     @classmethod
     def from_catalog(
-        cls, domains: Sequence[str], fence: int, entries: Sequence[CatalogEntry]
+        cls,
+        domains: Sequence[str],
+        fence: int,
+        entries: Sequence[CatalogEntry],
+        ledger: Ledger | None = None,
     ) -> CabinetBoard:
         by_cabinet: dict[CabinetKey, list[CatalogEntry]] = {}
         for entry in entries:
             by_cabinet.setdefault(entry.cabinet, []).append(entry)
         oldest = {cabinet: min(e.seq for e in listed) for cabinet, listed in by_cabinet.items()}
-        return cls(tuple(domains), fence, oldest, {c: tuple(e) for c, e in by_cabinet.items()})
+        by_cabinet_entries = {c: tuple(e) for c, e in by_cabinet.items()}
+        return cls(tuple(domains), fence, oldest, by_cabinet_entries, ledger=ledger)
 
     def serves(self, domains: Sequence[str], dequeues: int) -> bool:
         """Whether the actor's next peek for `domains` may start from this board."""

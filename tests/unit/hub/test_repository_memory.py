@@ -478,7 +478,7 @@ async def test_dequeues_interrupted_at_any_write_and_retried_lose_and_repeat_not
     world.store.before = count_writes(writes)
     await drain(world.worker())
     total = len(writes)
-    assert total >= 8
+    assert total == 6  # one write per drawer a bundle touches: 5 bundles over 3 drawers
     for nth in range(1, total + 1):
         world = World()
         await world.worker().save(saved)
@@ -510,7 +510,7 @@ async def test_dequeues_interrupted_at_any_write_and_retried_lose_and_repeat_not
 
 
 async def test_a_dequeue_failing_at_each_named_crash_point_and_retried_keeps_the_order() -> None:
-    for point in ("hub.ack.drawer", "hub.ack.catalog", "hub.ack.catalog_superseded"):
+    for point in ("hub.ack.drawer",):
         world = World()
         saved = events("e", 7)
         hub = world.worker()
