@@ -1,13 +1,17 @@
-"""Every row of the seed's acknowledge table, observed in the drawer and catalog documents.
+"""Every row of the seed's acknowledge table as this hub keeps it, observed in the drawer and catalog
+documents.
 
-"Catalog added" is what a dequeue adds to the catalog; it removes the entry it superseded, and
-entries a crash leaves pointing at acknowledged events are removed by the next peek that reads the
-catalog (checked at the end of each test).
+A dequeue writes only the drawers it acknowledges: the drawer's position moves and its catalog
+entry stays where it was (at or below the drawer's first unacknowledged event, or pointing at a
+drawer with nothing left). A Save adds the entry of a drawer that had nothing unacknowledged. A
+peek that reads the catalog (through a worker that holds no board of the actor) corrects the
+entries of the cabinet it reads; each test then checks that the catalog points exactly at the
+drawers' first unacknowledged events.
 """
 
 from __future__ import annotations
 
-from app.hub import MessageHub
+from app.hub import HubRepository, MessageHub
 from app.hub.model import CatalogEntry
 from tests.integration.hub.conftest import DRAWER_CAPACITY, catalog, drawers, events, ids
 
@@ -15,21 +19,28 @@ MB = 1024 * 1024
 HEAVY = 20 * MB  # two per bundle: a peek can leave events behind in a drawer
 
 
-async def dequeue_adding(hub: MessageHub, actor: str, bundle_id: str) -> list[CatalogEntry]:
-    """Dequeue and return the catalog entries it added."""
-    before = set(await catalog(hub, actor))
+def elsewhere(hub: MessageHub) -> MessageHub:
+    """The same hub as another worker sees it: no board of any actor, so its peeks read the catalog."""
+    repository = hub.repository
+    return MessageHub(HubRepository(repository.io, repository.options), hub.bundle_log)
+
+
+async def dequeue_leaving_the_catalog(hub: MessageHub, actor: str, bundle_id: str) -> list[CatalogEntry]:
+    """Dequeue, check the catalog did not change, and return it."""
+    before = await catalog(hub, actor)
     await hub.dequeue(actor, bundle_id)
-    return [e for e in await catalog(hub, actor) if e not in before]
+    after = await catalog(hub, actor)
+    assert after == before
+    return after
 
 
-async def assert_catalog_clean_after_peek(hub: MessageHub, actor: str) -> None:
-    await hub.peek(actor)
+async def assert_catalog_exact(hub: MessageHub, actor: str) -> None:
     entries = await catalog(hub, actor)
     live = {(d.drawer_id, d.unacked_from) for d in await drawers(hub, actor) if d.unacked_from is not None}
     assert {(e.drawer_id, e.seq) for e in entries} == live
 
 
-async def test_events_left_after_peek_get_an_entry_pointing_at_the_next_one(
+async def test_events_left_after_peek_keep_the_entry_until_a_peek_reading_the_catalog_moves_it(
     hub: MessageHub, unique: str
 ) -> None:
     actor = f"left-{unique}"
@@ -37,13 +48,15 @@ async def test_events_left_after_peek_get_an_entry_pointing_at_the_next_one(
     await hub.save(saved)
     bundle = await hub.peek(actor)
     assert bundle is not None and ids(bundle.events) == ids(saved[:2])
-    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
+    [entry] = await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
     assert entry.drawer_id == drawer.drawer_id
-    assert entry.seq == drawer.unacked_from == bundle.events[-1].seq + 1
+    assert entry.seq == bundle.events[0].seq < drawer.unacked_from == bundle.events[-1].seq + 1
     assert drawer.ack_seq == bundle.events[-1].seq
     assert await hub.depth(actor) == {"timeseries": 2}
-    await assert_catalog_clean_after_peek(hub, actor)
+    rest = await elsewhere(hub).peek(actor)
+    assert rest is not None and ids(rest.events) == ids(saved[2:])
+    await assert_catalog_exact(hub, actor)
 
 
 async def test_drawer_emptied_and_nothing_new_gets_no_entry_until_the_next_save(
@@ -53,10 +66,11 @@ async def test_drawer_emptied_and_nothing_new_gets_no_entry_until_the_next_save(
     await hub.save(events(actor, 2, weight=HEAVY))
     bundle = await hub.peek(actor)
     assert bundle is not None and len(bundle.events) == 2
-    assert await dequeue_adding(hub, actor, bundle.bundle_id) == []
+    await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
     assert drawer.unacked_from is None
     assert await hub.peek(actor) is None
+    assert await elsewhere(hub).peek(actor) is None
     assert await catalog(hub, actor) == []  # that peek removed the entry the dequeue left behind
     later = events(actor, 1)
     await hub.save(later)  # the same (not full) drawer gains an unacknowledged event: Save adds the entry
@@ -66,7 +80,9 @@ async def test_drawer_emptied_and_nothing_new_gets_no_entry_until_the_next_save(
     assert again is not None and ids(again.events) == ids(later)
 
 
-async def test_drawer_emptied_but_new_events_since_peek_get_an_entry(hub: MessageHub, unique: str) -> None:
+async def test_drawer_emptied_but_new_events_since_peek_keep_the_drawer_reachable(
+    hub: MessageHub, unique: str
+) -> None:
     actor = f"since-{unique}"
     await hub.save(events(actor, 2, weight=HEAVY))
     bundle = await hub.peek(actor)
@@ -74,12 +90,12 @@ async def test_drawer_emptied_but_new_events_since_peek_get_an_entry(hub: Messag
     later = events(actor, 2)
     await hub.save(later)  # the drawer still has unacknowledged (peeked) events: Save adds no entry
     assert len(await catalog(hub, actor)) == 1
-    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
+    [entry] = await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
-    assert entry.seq == drawer.unacked_from == bundle.events[-1].seq + 1
-    again = await hub.peek(actor)
+    assert entry.seq < drawer.unacked_from == bundle.events[-1].seq + 1
+    again = await elsewhere(hub).peek(actor)
     assert again is not None and ids(again.events) == ids(later)
-    await assert_catalog_clean_after_peek(hub, actor)
+    await assert_catalog_exact(hub, actor)
 
 
 async def test_impossible_row_leftovers_never_vanish_when_more_events_arrive(
@@ -92,11 +108,12 @@ async def test_impossible_row_leftovers_never_vanish_when_more_events_arrive(
     assert bundle is not None and ids(bundle.events) == ids(saved[:2])
     later = events(actor, 1, weight=HEAVY)
     await hub.save(later)
-    [entry] = await dequeue_adding(hub, actor, bundle.bundle_id)
-    assert entry.seq == bundle.events[-1].seq + 1  # the leftover, not the newer event
-    rest = await hub.peek(actor)
+    await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
+    [drawer] = await drawers(hub, actor)
+    assert drawer.unacked_from == bundle.events[-1].seq + 1  # the leftover, not the newer event
+    rest = await elsewhere(hub).peek(actor)
     assert rest is not None and ids(rest.events) == ids(saved[2:] + later)
-    await assert_catalog_clean_after_peek(hub, actor)
+    await assert_catalog_exact(hub, actor)
 
 
 async def test_a_full_drained_drawer_is_removed(hub: MessageHub, unique: str) -> None:
@@ -110,4 +127,5 @@ async def test_a_full_drained_drawer_is_removed(hub: MessageHub, unique: str) ->
     remaining = await drawers(hub, actor)
     assert len(remaining) == 1 and remaining[0].used == 2 and remaining[0].unacked_from is None
     assert await hub.peek(actor) is None
+    assert await elsewhere(hub).peek(actor) is None
     assert await catalog(hub, actor) == []
