@@ -141,6 +141,7 @@ class Settings(BaseSettings):
     hub_parallel_drawers: int = Field(default=6, ge=1, le=64, validation_alias="HUB_PARALLEL_DRAWERS")
     hub_read_page_size: int = Field(default=1000, ge=1, le=10_000, validation_alias="HUB_READ_PAGE_SIZE")
     hub_save_concurrency: int = Field(default=16, ge=1, le=256, validation_alias="HUB_SAVE_CONCURRENCY")
+    hub_save_recipients: int = Field(default=32, ge=1, le=4096, validation_alias="HUB_SAVE_RECIPIENTS")
     hub_save_lease_s: float = Field(default=15.0, gt=0, validation_alias="HUB_SAVE_LEASE_S")
 
     # subscription

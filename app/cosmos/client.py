@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from azure.core.pipeline.transport import AioHttpTransport
+from azure.core.settings import settings as azure_settings
 from azure.cosmos import PartitionKey, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
@@ -31,6 +32,11 @@ _EMBEDDED_READ_FIX = "x-ms-documentdb-query-enablecrosspartition"
 # busy worker's CPU, so they go to a logger of their own, quiet unless its level is lowered.
 HTTP_LOGGER = logging.getLogger("hubstream.cosmos.http")
 HTTP_LOGGER.setLevel(logging.WARNING)
+
+# azure-core looks its tracing settings up in the environment on every request and in every
+# traced call (several per cent of a busy worker's CPU): they are read once, as they are at start.
+azure_settings.tracing_enabled.set_value(azure_settings.tracing_enabled())
+azure_settings.tracing_implementation.set_value(azure_settings.tracing_implementation())
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 

@@ -108,7 +108,10 @@ def _cursor(
     ahead = [s for s in run if drawer.ack_seq < s.seq <= fence]
     after = ahead[-1].seq if ahead else drawer.ack_seq
     pages = _events_query(io, container, drawer, after, fence, page_size)
-    return _DrawerCursor(drawer, pages, deque(ahead), cached=bool(ahead))
+    # A run reaching the drawer's last event (or the fence) leaves nothing to query for: the drawer
+    # document was read or written after every save below the fence had written it.
+    done = bool(ahead) and after >= min(drawer.last_seq, fence)
+    return _DrawerCursor(drawer, pages, deque(ahead), exhausted=done, cached=bool(ahead))
 
 
 def _needed(builder: BundleBuilder) -> int:

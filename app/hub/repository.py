@@ -71,6 +71,7 @@ class RepositoryOptions:
     parallel_drawers: int = 6
     page_size: int = 1000
     lease_s: float = 15.0  # renewed every third of it while the save runs
+    save_recipients: int = 32  # recipients saved at once; the others wait before they claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class HubRepository(Generic[C]):
         self._drawers: KnownDocs[DrawerState] = KnownDocs()
         # Per actor, what its last peek here learned of its cabinets (tagged with that bundle's id).
         self._boards: KnownDocs[CabinetBoard] = KnownDocs()
+        self._saving = asyncio.Semaphore(options.save_recipients)
 
     # ---- Save ---------------------------------------------------------------------------------
 
@@ -107,8 +109,16 @@ class HubRepository(Generic[C]):
         by_recipient: dict[str, list[DataAvailable]] = {}
         for event in events:
             by_recipient.setdefault(event.recipient, []).append(event)
-        results = await asyncio.gather(*(self._save_recipient(r, evs) for r, evs in by_recipient.items()))
+        results = await asyncio.gather(*(self._save_in_turn(r, evs) for r, evs in by_recipient.items()))
         return SaveResult(sum(r.saved for r in results), sum(r.duplicates for r in results))
+
+    async def _save_in_turn(self, recipient: str, events: list[DataAvailable]) -> SaveResult:
+        """Save once fewer than `save_recipients` saves of this process are running. A save claims
+        its numbers first and holds the claim until its last write: claims taken by a thousand
+        saves queued behind the same write gate were renewed every few seconds (a tenth of a busy
+        worker's CPU) and held the recipients' fences back while they waited."""
+        async with self._saving:
+            return await self._save_recipient(recipient, events)
 
     async def _save_recipient(self, recipient: str, events: list[DataAvailable]) -> SaveResult:
         """Claim sequence numbers, write the idempotency index, the events and drawers, release.

@@ -11,6 +11,11 @@
 // change first, at most x-ms-max-item-count, with the last LSN as the etag, and 304 when nothing
 // changed. Like Cosmos DB's latest-version mode, a document appears once, at its latest version,
 // and deletes do not appear.
+//
+// A query sent with a partition key is evaluated over that partition's documents only, as Cosmos
+// DB does. The package evaluates every query over the whole collection, at a cost that grows
+// faster than the collection (28 ms of CPU per query in a collection of 3,000 documents, against
+// 0.3 ms for a point read), so a query cost by the size of everything else stored beside it.
 // Usage: node embedded_cosmos.js <path of the package's lib/index.js> <port> <host>
 "use strict";
 
@@ -22,6 +27,38 @@ const { createHttpsServer } = require(modulePath);
 const Items = require(path.join(path.dirname(modulePath), "account", "items")).default;
 
 const feedRequest = new AsyncLocalStorage();
+const queryPartition = new AsyncLocalStorage();
+
+const queryAll = Items.prototype.query;
+Items.prototype.query = function (params, options) {
+  const scope = queryPartition.getStore();
+  if (!scope) return queryAll.call(this, params, options);
+  const everything = this._data;
+  const path = this._getPartitionKeyPath();
+  const keyOf = path.length === 1 ? (doc) => doc[path[0]] : (doc) => this._getPartition(doc);
+  const inPartition = new Map();
+  for (const [rid, item] of everything) {
+    if (keyOf(item.read()) === scope.key) inPartition.set(rid, item);
+  }
+  this._data = inPartition; // the query runs synchronously: nothing else sees the narrowed map
+  try {
+    return queryAll.call(this, params, options);
+  } finally {
+    this._data = everything;
+  }
+};
+
+function partitionOf(req) {
+  if (req.method !== "POST" || !/query/i.test(req.headers["content-type"] || "")) return null;
+  const header = req.headers["x-ms-documentdb-partitionkey"];
+  if (!header) return null;
+  try {
+    const values = JSON.parse(header);
+    return Array.isArray(values) && values.length === 1 ? { key: values[0] } : null;
+  } catch {
+    return null;
+  }
+}
 
 const stampLsn = Items.prototype._set;
 Items.prototype._set = function (data) {
@@ -73,6 +110,8 @@ const server = createHttpsServer({ keepAlive: true });
 const [handle] = server.listeners("request");
 server.removeAllListeners("request");
 server.on("request", (req, res) => {
+  const partition = partitionOf(req);
+  if (partition) return queryPartition.run(partition, () => handle(req, res));
   const feed = changeFeed(req);
   if (!feed) return handle(req, res);
   answerFeed(feed, res);

@@ -51,7 +51,8 @@ async def test_events_left_after_peek_keep_the_entry_until_a_peek_reading_the_ca
     [entry] = await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
     assert entry.drawer_id == drawer.drawer_id
-    assert entry.seq == bundle.events[0].seq < drawer.unacked_from == bundle.events[-1].seq + 1
+    assert drawer.unacked_from == bundle.events[-1].seq + 1
+    assert entry.seq == bundle.events[0].seq < drawer.unacked_from
     assert drawer.ack_seq == bundle.events[-1].seq
     assert await hub.depth(actor) == {"timeseries": 2}
     rest = await elsewhere(hub).peek(actor)
@@ -92,7 +93,8 @@ async def test_drawer_emptied_but_new_events_since_peek_keep_the_drawer_reachabl
     assert len(await catalog(hub, actor)) == 1
     [entry] = await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
-    assert entry.seq < drawer.unacked_from == bundle.events[-1].seq + 1
+    assert drawer.unacked_from == bundle.events[-1].seq + 1
+    assert entry.seq < drawer.unacked_from
     again = await elsewhere(hub).peek(actor)
     assert again is not None and ids(again.events) == ids(later)
     await assert_catalog_exact(hub, actor)

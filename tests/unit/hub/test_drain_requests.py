@@ -16,6 +16,7 @@ import pytest
 
 from app.crashpoints import InjectedFault, armed
 from app.hub import MessageHub, PeekedBundle
+from app.hub.documents import ledger_from_doc
 from app.hub.memory import Request
 from tests.unit.hub.memhub import (
     MB,
@@ -193,3 +194,41 @@ async def test_a_peek_whose_catalog_corrections_fail_at_any_write_leaves_every_d
             await hub.dequeue(RECIPIENT, bundle.bundle_id)  # the actor's retry
     assert sorted(ids_of(shown)) == sorted(ids(saved)), f"write {nth}"
     assert len(ids_of(shown)) == len(saved)
+
+
+async def test_a_save_of_many_recipients_claims_for_at_most_save_recipients_of_them_at_once() -> None:
+    """Saves queue before they claim: at every write, at most `save_recipients` ledgers hold a
+    claim, and every recipient's events are saved and drained in order."""
+    world = World(options=dataclasses.replace(OPTIONS, save_recipients=3))
+    recipients = [f"57900000001{i:02d}" for i in range(10)]
+    saved = [dataclasses.replace(event(f"{r}-{i}"), recipient=r) for i in range(4) for r in recipients]
+    held: list[int] = []
+
+    async def count_claims(request: Request) -> None:
+        ledgers = world.store.ledgers.documents()
+        held.append(sum(1 for doc in ledgers if ledger_from_doc(doc).claims))
+
+    world.store.after = count_claims
+    hub = world.worker()
+    result = await hub.save(saved)
+    assert result.saved == len(saved)
+    assert max(held) == 3, held  # the gate was full, never over
+    world.store.after = None
+    for recipient in recipients:
+        shown = await drain(hub, recipient)
+        assert ids_of(shown) == [e.id for e in saved if e.recipient == recipient]
+
+
+async def test_a_drawer_drained_through_one_worker_is_queried_once() -> None:
+    """The first peek's query returns the drawer's events; the later bundles come from what it
+    left, and the last one knows the drawer ends there (its document's last event) without asking."""
+    world = World(options=dataclasses.replace(OPTIONS, drawer_capacity=100, page_size=100))
+    saved = [event(f"e{i}", weight=10 * MB) for i in range(12)]  # bundles of 5, 5 and 2
+    hub = world.worker()
+    await hub.save(saved)
+    seen: list[Request] = []
+    world.store.before = recorder(seen)
+    shown = await drain(hub)
+    assert [len(b.events) for b in shown] == [5, 5, 2]
+    assert ids_of(shown) == ids(saved)
+    assert kinds(seen).count(("query", "events")) == 1, kinds(seen)
