@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cosmos import CosmosStore
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.errors import MissingTool, PortHeldByOther, ServiceUnreachable
@@ -184,3 +185,25 @@ def test_stack_down_forgets_the_tables_of_the_broker_it_stopped(stack: Settings,
     assert stack_down(own) == ["cosmos", "broker"]
     assert [t for t in tables if t.exists()] == []
     assert kept.read_bytes() == b"sample"
+
+
+async def test_embedded_cosmos_answers_a_query_with_a_partition_key_from_that_partition_only(
+    stack: Settings, cosmos: CosmosStore
+) -> None:
+    """As Cosmos DB does: a query sent with a partition key sees only that partition's documents,
+    even where its filter would match others. The package evaluated it over the whole collection
+    (and so in time growing with everything stored beside the partition)."""
+    if not stack.embedded_cosmos:
+        pytest.fail("this test checks the embedded endpoint; unset COSMOS_ENDPOINT")
+    container = await cosmos.container("scoped", "/pk")
+    for pk in ("a", "b"):
+        for n in range(3):
+            await container.create_item({"id": f"{pk}{n}", "pk": pk, "n": n})
+    sql = "SELECT c.id FROM c WHERE c.pk = @pk OR c.n >= 1 ORDER BY c.id"
+    params = [{"name": "@pk", "value": "a"}]
+    found = [doc["id"] async for doc in container.query_items(sql, parameters=params, partition_key="a")]
+    assert found == ["a0", "a1", "a2"]
+    crossing = [
+        doc["id"] async for doc in container.query_items("SELECT c.id FROM c WHERE c.n >= 1 ORDER BY c.id")
+    ]
+    assert crossing == ["a1", "a2", "b1", "b2"]  # without a partition key: every partition
