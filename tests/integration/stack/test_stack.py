@@ -200,7 +200,7 @@ async def test_embedded_cosmos_answers_a_query_with_a_partition_key_from_that_pa
         for n in range(3):
             await container.create_item({"id": f"{pk}{n}", "pk": pk, "n": n})
     sql = "SELECT c.id FROM c WHERE c.pk = @pk OR c.n >= 1 ORDER BY c.id"
-    params = [{"name": "@pk", "value": "a"}]
+    params: list[dict[str, object]] = [{"name": "@pk", "value": "a"}]
     found = [doc["id"] async for doc in container.query_items(sql, parameters=params, partition_key="a")]
     assert found == ["a0", "a1", "a2"]
     crossing = [
