@@ -111,6 +111,11 @@ class Stages:
             description = self._titles[key] + (f" ({note})" if note else "")
             self._progress.update(task.id, completed=count, total=total, description=description)
 
+    def finished(self, key: str) -> bool:
+        """Whether the stage has ended (its count no longer moves)."""
+        with self._lock:
+            return self._task(key).stop_time is not None
+
     def finish(self, key: str) -> None:
         with self._lock:
             task = self._task(key)

@@ -80,18 +80,22 @@ class FlowWatch:
         self.stages.update("spark", self._produced, self.total, note=self._tasks_note)
 
     def _poll(self) -> None:
+        """Each stage is polled until it ends: the drain that follows has the machine to itself
+        (counting the mirror table's rows is a scan of everything earlier runs wrote there)."""
         if self._tasks_note:  # the produce job runs
             self._poll_produced()
-        delivered = since(consumed(self.bootstrap, self.consumer_group, self.tps), self.consumed_before)
-        if delivered:
-            self.stages.update("hub", delivered, self.total)
-            if self.total is not None and delivered >= self.total:
-                self.stages.finish("hub")
-        rows = self.mysql_rows() - self.rows_before
-        if rows > 0:
-            self.stages.update("mysql", rows, self.total)
-            if self.total is not None and rows >= self.total:
-                self.stages.finish("mysql")
+        if not self.stages.finished("hub"):
+            delivered = since(consumed(self.bootstrap, self.consumer_group, self.tps), self.consumed_before)
+            if delivered:
+                self.stages.update("hub", delivered, self.total)
+                if self.total is not None and delivered >= self.total:
+                    self.stages.finish("hub")
+        if not self.stages.finished("mysql"):
+            rows = self.mysql_rows() - self.rows_before
+            if rows > 0:
+                self.stages.update("mysql", rows, self.total)
+                if self.total is not None and rows >= self.total:
+                    self.stages.finish("mysql")
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
