@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
 RECORDS_PER_CONSUME = 16  # log records hold up to a batch of entries each
-END_WINDOW = 64  # records read back from the end to find the last log record (more if none is there)
+# Records read back from the end to find the last log record: the last one, as a rule (a bulk
+# record can hold up to a megabyte); the window grows eightfold while none of them is numbered.
+END_WINDOW = 1
 
 
 class LogReader:
@@ -53,9 +55,9 @@ class LogReader:
         (high,) = true_end_offsets(self.bootstrap, [self._tp], PROBE_TIMEOUT_S)
         return low, high
 
-    def seek(self, number: int) -> None:
-        """Read entries numbered `number` and above next."""
-        low, high = self.bounds()
+    def seek(self, number: int, bounds: tuple[int, int] | None = None) -> None:
+        """Read entries numbered `number` and above next (`bounds`: the watermarks, if just read)."""
+        low, high = bounds or self.bounds()
         start = low if number <= 0 else locate(number, low, high, lambda k: self._probe(k, high))
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
         self._pending.clear()
@@ -95,9 +97,9 @@ class LogReader:
         log holds none)."""
         return self.end_and_high()[0]
 
-    def end_and_high(self) -> tuple[int, int]:
-        """The log's end entry number and Kafka high watermark."""
-        low, high = self.bounds()
+    def end_and_high(self, bounds: tuple[int, int] | None = None) -> tuple[int, int]:
+        """The log's end entry number and Kafka high watermark (`bounds`: the watermarks, if just read)."""
+        low, high = bounds or self.bounds()
         window = END_WINDOW
         while True:
             start = max(low, high - window)
@@ -185,8 +187,9 @@ def read_log_range(
     """Entries with first <= number <= last that the log holds (compacted ones are absent)."""
     reader = LogReader(bootstrap, topic, "hubstream-pipeline-cli")
     try:
-        end = reader.end()
-        reader.seek(first)
+        bounds = reader.bounds()
+        end, _ = reader.end_and_high(bounds)
+        reader.seek(first, bounds)
         out: list[LogEntry] = []
         deadline = time.monotonic() + timeout_s
         while reader.position <= last and reader.position < end:
