@@ -47,13 +47,20 @@ from app.progress import StageFigures, Stages
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
-from app.stack.services import start_workers, web_answers
+from app.stack.services import broker_process, start_workers, web_answers
 from app.subscription import ops
 from app.subscription.model import EndpointSpec, RetryPolicy, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.waiting import poll_until
 
-__all__ = ["MIRROR_TABLE", "MainJobOptions", "mirror_rows", "prepare_mirror", "run_main_job"]
+__all__ = [
+    "MIRROR_TABLE",
+    "MainJobOptions",
+    "broker_incarnation",
+    "mirror_rows",
+    "prepare_mirror",
+    "run_main_job",
+]
 
 PIPELINE_EXAMPLE = (
     Path(__file__).resolve().parents[2] / "examples" / "pipelines" / "data_available_mysql.yaml"
@@ -62,6 +69,10 @@ MIRROR_TABLE = "data_available"
 MIRROR_DDL = (
     f"CREATE TABLE IF NOT EXISTS {MIRROR_TABLE} (id VARCHAR(64) PRIMARY KEY, recipient VARCHAR(256),"
     " origin VARCHAR(64), message_type VARCHAR(256), weight INT, bundleable BOOL, batch_item_id VARCHAR(64))"
+)
+# The broker whose batches the mirror table's rows belong to (one row).
+MIRROR_BROKER_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {MIRROR_TABLE}_broker (k TINYINT PRIMARY KEY, broker VARCHAR(512))"
 )
 
 
@@ -136,15 +147,33 @@ def mirror_rows(settings: Settings, batch_id: str | None = None) -> int:
         conn.close()
 
 
-def prepare_mirror(settings: Settings, *, new_broker: bool) -> None:
-    """Create the mirror table; empty it when the embedded broker is new: its batch ids start
-    again from 1, and rows of an earlier broker's batches would be counted as this run's."""
+def broker_incarnation(settings: Settings) -> str:
+    """Which broker this is, as far as batch ids go: each embedded broker (its pid file, written as
+    it starts) numbers batches from 1 again; a configured broker keeps numbering them."""
+    if not settings.embedded_kafka:
+        return f"configured:{settings.bootstrap}"
+    pid_file = broker_process(settings).pid_file
+    try:
+        return f"embedded:{pid_file.read_text().strip()}:{pid_file.stat().st_mtime_ns}"
+    except OSError:
+        return f"embedded:{settings.bootstrap}"
+
+
+def prepare_mirror(settings: Settings, broker: str) -> None:
+    """Create the mirror table; empty it when its rows came from another broker than `broker`
+    (broker_incarnation): batch ids start again from 1 with each embedded broker, and the rows of
+    an earlier broker's batch would be counted as this run's. MySQL outlives the embedded stack,
+    whether this run or an earlier `hubstream stack up` started the broker."""
     conn = _mysql(settings)
     try:
         with conn.cursor() as cur:
             cur.execute(MIRROR_DDL)
-            if new_broker:
+            cur.execute(MIRROR_BROKER_DDL)
+            cur.execute(f"SELECT broker FROM {MIRROR_TABLE}_broker WHERE k = 1")
+            row = cur.fetchone()
+            if row is None or row[0] != broker:
                 cur.execute(f"DELETE FROM {MIRROR_TABLE}")
+                cur.execute(f"REPLACE INTO {MIRROR_TABLE}_broker (k, broker) VALUES (1, %s)", (broker,))
         conn.commit()
     finally:
         conn.close()
@@ -269,7 +298,7 @@ def run_main_job(
     for line in start_workers(settings, options.workers):
         console.print(f"  {line}")
     _ensure_topology(settings, options)
-    prepare_mirror(settings, new_broker=report.kafka.startswith("started"))
+    prepare_mirror(settings, broker_incarnation(settings))
     _say(console, "starting the MySQL mirror pipeline")
     _pipeline_process(settings, options.topic).start()
 

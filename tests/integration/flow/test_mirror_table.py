@@ -5,7 +5,7 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from app.flow.mainjob import MIRROR_TABLE, mirror_rows, prepare_mirror
+from app.flow.mainjob import MIRROR_TABLE, broker_incarnation, mirror_rows, prepare_mirror
 from app.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -25,11 +25,13 @@ def insert_row(settings: Settings, event_id: str, item: str) -> None:
         conn.close()
 
 
-def test_a_new_broker_empties_the_mirror_and_a_reused_one_keeps_it(stack: Settings, unique: str) -> None:
+def test_another_broker_empties_the_mirror_and_the_same_one_keeps_it(stack: Settings, unique: str) -> None:
     batch = 900_000_000 + int(unique[:6], 16)  # an id no batch of this broker has
-    prepare_mirror(stack, new_broker=False)
+    current = broker_incarnation(stack)
+    prepare_mirror(stack, current)
     insert_row(stack, f"old-{unique}", f"{batch}:0")
-    prepare_mirror(stack, new_broker=False)
+    prepare_mirror(stack, current)
     assert mirror_rows(stack, str(batch)) == 1  # the same broker: its batch ids never repeat
-    prepare_mirror(stack, new_broker=True)
-    assert mirror_rows(stack, str(batch)) == 0  # a new broker's batch `batch` would count it
+    prepare_mirror(stack, f"{current}:restarted")  # e.g. `stack down`, `stack up`, then a run
+    assert mirror_rows(stack, str(batch)) == 0  # that broker's batch `batch` would count it
+    prepare_mirror(stack, current)
