@@ -75,6 +75,28 @@ async def test_after_its_own_dequeue_a_worker_peeks_and_dequeues_writing_the_dra
     assert ids_of([first, second, *await drain(hub)]) == ids(saved)
 
 
+async def drain_through_workers_without_boards(
+    world: World, failure: type[BaseException]
+) -> list[PeekedBundle]:
+    """Peek and dequeue through a new worker each time (no board: every peek reads the catalog);
+    a peek failing with `failure` is made again, and so is a dequeue, as the actor does."""
+    shown: list[PeekedBundle] = []
+    for _ in range(40):
+        hub = world.worker()
+        try:
+            bundle = await hub.peek(RECIPIENT)
+        except failure:
+            continue
+        if bundle is None:
+            return shown
+        shown.append(bundle)
+        try:
+            await hub.dequeue(RECIPIENT, bundle.bundle_id)
+        except failure:
+            await hub.dequeue(RECIPIENT, bundle.bundle_id)
+    raise AssertionError("not drained through 40 workers")
+
+
 Round = tuple[int, bool, int]  # peek on worker, peek again on the other worker or not, dequeue on worker
 ROUNDS: list[Round] = list(itertools.product((0, 1), (False, True), (0, 1)))
 
@@ -140,16 +162,7 @@ async def test_a_peek_failing_while_it_corrects_the_catalog_and_retried_shows_ea
     assert bundle is not None
     await first.dequeue(RECIPIENT, bundle.bundle_id)
     with armed(point, nth=1, action="raise") as trigger:
-        for _ in range(20):
-            hub = world.worker()
-            try:
-                bundle = await hub.peek(RECIPIENT)
-            except InjectedFault:
-                continue
-            if bundle is None:
-                break
-            shown.append(bundle)
-            await hub.dequeue(RECIPIENT, bundle.bundle_id)
+        shown += await drain_through_workers_without_boards(world, InjectedFault)
     assert trigger.fired, point
     assert ids_of([b for b in shown if b is not None]) == ids(saved)
 
@@ -179,19 +192,7 @@ async def test_a_peek_whose_catalog_corrections_fail_at_any_write_leaves_every_d
         world.store.after = hook
     else:
         world.store.before = hook
-    for _ in range(20):
-        hub = world.worker()  # no board: every peek reads the catalog
-        try:
-            bundle = await hub.peek(RECIPIENT)
-        except Injected:
-            continue
-        if bundle is None:
-            break
-        shown.append(bundle)
-        try:
-            await hub.dequeue(RECIPIENT, bundle.bundle_id)
-        except Injected:
-            await hub.dequeue(RECIPIENT, bundle.bundle_id)  # the actor's retry
+    shown += await drain_through_workers_without_boards(world, Injected)
     assert sorted(ids_of(shown)) == sorted(ids(saved)), f"write {nth}"
     assert len(ids_of(shown)) == len(saved)
 
