@@ -71,13 +71,14 @@ class Settings(BaseSettings):
     # Replication factor of every topic hubstream creates (3 is usual on a production cluster).
     kafka_replication_factor: int = Field(default=1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR")
 
-    # Cosmos DB: unset means "start the embedded endpoint on https://127.0.0.1:EMBEDDED_COSMOS_PORT".
+    # Cosmos DB: unset means "start the embedded endpoint on http://127.0.0.1:EMBEDDED_COSMOS_PORT"
+    # (plain HTTP on the loopback interface only: TLS there cost a tenth of a worker's CPU).
     cosmos_endpoint: str | None = Field(default=None, validation_alias="COSMOS_ENDPOINT")
     cosmos_key: SecretStr | None = Field(default=None, validation_alias="COSMOS_KEY")
     cosmos_database: str = Field(default="hubstream", validation_alias="COSMOS_DATABASE")
     embedded_cosmos_port: int = Field(default=8081, validation_alias="EMBEDDED_COSMOS_PORT")
     # TLS is verified for a configured endpoint unless this is false (the Docker emulator's
-    # certificate is self-signed); the embedded endpoint is never verified.
+    # certificate is self-signed); the embedded endpoint speaks plain HTTP on loopback.
     cosmos_verify_tls: bool = Field(default=True, validation_alias="COSMOS_VERIFY_TLS")
 
     mysql_url: str = Field(default="mysql://root@127.0.0.1:3306/hubstream", validation_alias="MYSQL_URL")
@@ -179,7 +180,7 @@ class Settings(BaseSettings):
 
     @property
     def cosmos_url(self) -> str:
-        return self.cosmos_endpoint or f"https://127.0.0.1:{self.embedded_cosmos_port}/"
+        return self.cosmos_endpoint or f"http://127.0.0.1:{self.embedded_cosmos_port}/"
 
     @property
     def cosmos_credential(self) -> str:

@@ -1,7 +1,7 @@
 """Opening the azure-cosmos async client against the configured or embedded endpoint.
 
-TLS verification is switched off for the embedded endpoint (its certificate is
-self-signed); a configured COSMOS_ENDPOINT is verified unless COSMOS_VERIFY_TLS=false.
+The embedded endpoint speaks plain HTTP on the loopback interface; a configured
+COSMOS_ENDPOINT's TLS certificate is verified unless COSMOS_VERIFY_TLS=false.
 """
 
 from __future__ import annotations
