@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.eventstore import Codec, EventDecodeError, UnknownEventCase
+from app.eventstore.codec import _to_json, _walk
 from app.eventstore.model import EncodedEvent
 
 from .favorites import CODEC, Added, Compacted, Item, Removed
@@ -75,3 +76,40 @@ def test_case_classvar_overrides_the_class_name_and_duplicates_are_refused() -> 
     assert codec.decode(EncodedEvent("Thing", {"when": None})) == V2()
     with pytest.raises(TypeError, match="twice"):
         Codec(V2, V2)
+
+
+@dataclass(frozen=True, slots=True)
+class Shapes:
+    """Every shape the codec encodes, including the ones orjson refuses (sets, huge integers)."""
+
+    when: datetime
+    naive: datetime
+    numbers: tuple[int, ...]
+    ratio: float
+    tags: frozenset[str] | None
+    extra: dict[str, int]
+    nested: tuple[Item, ...]
+    maybe: str | None
+
+
+def _shapes(*, within_orjson: bool) -> st.SearchStrategy[Shapes]:
+    bits = 63 if within_orjson else 70
+    return st.builds(
+        Shapes,
+        when=st.datetimes(timezones=st.just(UTC)),
+        naive=st.datetimes(),
+        numbers=st.lists(st.integers(min_value=-(2**bits), max_value=2**bits - 1), max_size=4).map(tuple),
+        ratio=st.floats(allow_nan=False, allow_infinity=False),
+        tags=st.none() if within_orjson else st.frozensets(st.text(max_size=5), max_size=3),
+        extra=st.dictionaries(
+            st.text(max_size=5), st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=3
+        ),
+        nested=st.lists(items, max_size=3).map(tuple),
+        maybe=st.none() | st.text(max_size=5),
+    )
+
+
+@given(st.one_of(_shapes(within_orjson=True), _shapes(within_orjson=False)))
+def test_the_fast_encoding_is_the_python_walk(value: Shapes) -> None:
+    """orjson encodes what it can, the walk the rest (sets, huge integers): the same JSON data."""
+    assert _to_json(value) == _walk(value)
