@@ -153,7 +153,7 @@ class Settings(BaseSettings):
         default=12, ge=1, le=256, validation_alias="SUBSCRIPTION_SHARD_SLOTS"
     )
     subscription_max_in_flight: int = Field(default=64, ge=1, validation_alias="SUBSCRIPTION_MAX_IN_FLIGHT")
-    subscription_batch_max: int = Field(default=10_000, ge=1, validation_alias="SUBSCRIPTION_BATCH_MAX")
+    subscription_batch_max: int = Field(default=30_000, ge=1, validation_alias="SUBSCRIPTION_BATCH_MAX")
 
     @property
     def embedded_kafka(self) -> bool:

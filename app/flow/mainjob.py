@@ -109,7 +109,9 @@ def _ensure_topology(settings: Settings, options: MainJobOptions) -> None:
                 metadata,
                 options.subscription,
                 options.topic,
-                EndpointSpec("batch", "hub", timeout_s=60.0),
+                # A call of SUBSCRIPTION_BATCH_MAX messages takes ~5 s on a quiet 2-core machine; a
+                # timeout cancels a save that was going to finish and delivers it all again.
+                EndpointSpec("batch", "hub", timeout_s=180.0),
                 shard_count=options.shards,
                 # A worker killed mid-save leaves its claim for up to HUB_SAVE_LEASE_S (15 s; a live
                 # save renews it); until then the redelivered events are refused as SaveInProgress.
