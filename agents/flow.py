@@ -15,5 +15,5 @@ HUB_SINK = "hub"
 def register(worker: WorkerContext) -> None:
     settings, holder = worker.settings, worker.hub()
     acks = AckProducer(settings.bootstrap, settings.batch_acks_topic, settings.table_partitions)
-    sink = HubSink(holder.get, acks, settings.table_partitions, max_payload_bytes=settings.max_payload_bytes)
+    sink = HubSink(holder.get, acks, max_payload_bytes=settings.max_payload_bytes)
     register_batch_sink(HUB_SINK, sink)

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import orjson
 
-from app.batch.acks import ack_records
+from app.batch.ids import group_item_ids
 from app.crashpoints import crash_point
 from app.dataavailable import DataAvailable, parse
 from app.errors import HubstreamError, InvalidInput, ServiceUnavailable
@@ -46,7 +46,6 @@ class AcksNotConfirmed(ServiceUnavailable):
 class HubSink:
     hub: Callable[[], Awaitable[Saver]]
     acks: AckSender
-    ack_partitions: int
     ack_timeout_s: float = 30.0
     max_payload_bytes: int = 1_048_576  # MAX_PAYLOAD_BYTES: larger payloads are refused (DLQ)
 
@@ -95,7 +94,7 @@ class HubSink:
         if event.recipient != message.group_id:
             raise InvalidInput(f"recipient {event.recipient!r} does not match group id {message.group_id!r}")
         if event.batch_item_id is not None:
-            ack_records([event.batch_item_id], self.ack_partitions)  # raises naming a malformed id
+            group_item_ids([event.batch_item_id])  # raises naming a malformed id
         return event
 
     async def _save(

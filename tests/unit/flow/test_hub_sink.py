@@ -74,7 +74,7 @@ def sink(hub: MemoryHub, acks: MemoryAcks) -> HubSink:
     async def get() -> MemoryHub:
         return hub
 
-    return HubSink(get, acks, ack_partitions=8)
+    return HubSink(get, acks)
 
 
 async def test_saves_in_order_and_acks_items() -> None:
@@ -162,7 +162,7 @@ async def test_a_hub_that_cannot_be_opened_makes_every_message_retriable_and_say
     async def failing_open() -> MemoryHub:
         raise RuntimeError("container creation raced")
 
-    outcomes = await HubSink(failing_open, MemoryAcks(), ack_partitions=8)([message(event("a", 0))])
+    outcomes = await HubSink(failing_open, MemoryAcks())([message(event("a", 0))])
     assert isinstance(outcomes[0], ServiceUnavailable) and outcomes[0].retriable
     assert "message hub not open: RuntimeError: container creation raced" in str(outcomes[0])
 
@@ -181,7 +181,7 @@ async def test_a_payload_over_max_payload_bytes_is_refused_even_when_it_parses()
     async def get() -> MemoryHub:
         return hub
 
-    small = HubSink(get, MemoryAcks(), ack_partitions=8, max_payload_bytes=1024)
+    small = HubSink(get, MemoryAcks(), max_payload_bytes=1024)
     outcomes = await small([message(orjson.dumps(padded), group="a"), message(event("b", 0))])
     assert isinstance(outcomes[0], InvalidInput) and not outcomes[0].retriable
     assert "exceeds MAX_PAYLOAD_BYTES=1024" in str(outcomes[0])
