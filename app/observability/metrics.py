@@ -22,6 +22,7 @@ format would show mangled).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -112,14 +113,22 @@ def cosmos_request_hook(request: Any) -> None:
     request.context[_STARTED] = time.perf_counter()
 
 
+@functools.lru_cache(maxsize=1024)
+def _cosmos_series(method: str, status: str) -> tuple[Any, Any]:
+    """The labelled children, looked up once per (method, status): `labels()` on every request
+    was ~5 % of the client's CPU per Cosmos request."""
+    return COSMOS_REQUESTS.labels(method=method, status=status), COSMOS_LATENCY.labels(method=method)
+
+
 def cosmos_response_hook(response: Any) -> None:
     """azure-core `raw_response_hook`: count the request and observe its latency."""
     method = str(getattr(response.http_request, "method", "?"))
     status = str(getattr(response.http_response, "status_code", "?"))
-    COSMOS_REQUESTS.labels(method=method, status=status).inc()
+    requests, latency = _cosmos_series(method, status)
+    requests.inc()
     started = response.context.get(_STARTED)
     if isinstance(started, float):
-        COSMOS_LATENCY.labels(method=method).observe(time.perf_counter() - started)
+        latency.observe(time.perf_counter() - started)
 
 
 # -- HTTP requests served by the worker (an aiohttp middleware) -----------------------------------
@@ -128,6 +137,15 @@ HTTP_REQUESTS = counter(
     "hubstream_http_requests", "HTTP requests served, by route template", ("method", "route", "status")
 )
 HTTP_LATENCY = histogram("hubstream_http_request_seconds", "HTTP request handling time", ("method", "route"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _http_series(method: str, route: str, status: int) -> tuple[Any, Any]:
+    """Labelled children per (method, route template, status): bounded, looked up once each."""
+    return (
+        HTTP_REQUESTS.labels(method=method, route=route, status=str(status)),
+        HTTP_LATENCY.labels(method=method, route=route),
+    )
 
 
 def http_middleware() -> Any:
@@ -149,7 +167,8 @@ def http_middleware() -> Any:
             status = exc.status
             raise
         finally:
-            HTTP_REQUESTS.labels(method=request.method, route=route, status=str(status)).inc()
-            HTTP_LATENCY.labels(method=request.method, route=route).observe(time.perf_counter() - started)
+            requests, latency = _http_series(request.method, route, status)
+            requests.inc()
+            latency.observe(time.perf_counter() - started)
 
     return count_requests
