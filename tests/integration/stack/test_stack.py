@@ -203,3 +203,40 @@ async def test_embedded_cosmos_answers_a_query_with_a_partition_key_from_that_pa
         doc["id"] async for doc in container.query_items("SELECT c.id FROM c WHERE c.n >= 1 ORDER BY c.id")
     ]
     assert crossing == ["a1", "a2", "b1", "b2"]  # without a partition key: every partition
+
+
+async def test_embedded_cosmos_scoped_queries_follow_every_write_and_delete(
+    stack: Settings, cosmos: CosmosStore
+) -> None:
+    """The endpoint answers a scoped query from an index of each partition's documents, built by
+    the first such query and kept by every create, replace, upsert and delete after it: the
+    answers are those of the documents as they are, in every partition."""
+    if not stack.embedded_cosmos:
+        pytest.fail("this test checks the embedded endpoint; unset COSMOS_ENDPOINT")
+    container = await cosmos.container("scoped-writes", "/pk")
+    live: dict[str, dict[str, int]] = {"a": {}, "b": {}}
+
+    async def scoped(pk: str) -> dict[str, int]:
+        sql = "SELECT c.id, c.n FROM c WHERE c.pk = @pk OR c.n >= 0"
+        params: list[dict[str, object]] = [{"name": "@pk", "value": pk}]
+        return {d["id"]: d["n"] async for d in container.query_items(sql, parameters=params, partition_key=pk)}
+
+    for pk in live:
+        for n in range(3):
+            await container.create_item({"id": f"{pk}{n}", "pk": pk, "n": n})
+            live[pk][f"{pk}{n}"] = n
+    assert {pk: await scoped(pk) for pk in live} == live  # the index is built here
+    await container.replace_item("a0", {"id": "a0", "pk": "a", "n": 10})
+    live["a"]["a0"] = 10
+    await container.delete_item("a1", partition_key="a")
+    del live["a"]["a1"]
+    await container.upsert_item({"id": "b9", "pk": "b", "n": 9})
+    live["b"]["b9"] = 9
+    await container.upsert_item({"id": "b0", "pk": "b", "n": 20})
+    live["b"]["b0"] = 20
+    for n in range(3):
+        await container.delete_item(f"b{n}", partition_key="b")
+        del live["b"][f"b{n}"]
+    await container.create_item({"id": "a1", "pk": "a", "n": 11})  # an id again, after its delete
+    live["a"]["a1"] = 11
+    assert {pk: await scoped(pk) for pk in ("a", "b", "c")} == {**live, "c": {}}
