@@ -219,7 +219,9 @@ async def test_embedded_cosmos_scoped_queries_follow_every_write_and_delete(
     async def scoped(pk: str) -> dict[str, int]:
         sql = "SELECT c.id, c.n FROM c WHERE c.pk = @pk OR c.n >= 0"
         params: list[dict[str, object]] = [{"name": "@pk", "value": pk}]
-        return {d["id"]: d["n"] async for d in container.query_items(sql, parameters=params, partition_key=pk)}
+        return {
+            d["id"]: d["n"] async for d in container.query_items(sql, parameters=params, partition_key=pk)
+        }
 
     for pk in live:
         for n in range(3):
