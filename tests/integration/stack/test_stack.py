@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +17,15 @@ from app.cosmos import CosmosStore
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.errors import MissingTool, PortHeldByOther, ServiceUnreachable
-from app.stack.services import broker_process, cosmos_process, ensure_mysql_database, stack_down, table_dirs
+from app.stack.services import (
+    LAUNCHER,
+    _cosmos_server_module,
+    broker_process,
+    cosmos_process,
+    ensure_mysql_database,
+    stack_down,
+    table_dirs,
+)
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -242,3 +251,19 @@ async def test_embedded_cosmos_scoped_queries_follow_every_write_and_delete(
     await container.create_item({"id": "a1", "pk": "a", "n": 11})  # an id again, after its delete
     live["a"]["a1"] = 11
     assert {pk: await scoped(pk) for pk in ("a", "b", "c")} == {**live, "c": {}}
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1"])
+def test_embedded_cosmos_refuses_to_listen_beyond_loopback(host: str) -> None:
+    """It speaks plain HTTP and accepts the emulator's published key: only on loopback."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH; `make install` installs the embedded stack's tools")
+    done = subprocess.run(
+        [node, str(LAUNCHER), str(_cosmos_server_module()), str(free_port()), host],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert f"loopback only, not on {host}" in done.stderr
