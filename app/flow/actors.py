@@ -1,4 +1,5 @@
-"""Actors draining the hub through the HTTP actor API, as market actors do: Peek, Dequeue, until 204.
+"""Actors draining the hub through the HTTP actor API, as market actors do: Peek, then Dequeue
+asking for the next bundle in the same call, until none is left.
 
 This is how the main job reads the hub back (never a depth counter): what it counts is what an
 actor saw. `drain_actors` runs every actor concurrently and records, per actor, each event id it
@@ -62,7 +63,8 @@ class _Actor:
     async def _call(self, report: DrainReport, method: str, path: str) -> tuple[int, bytes]:
         """One HTTP call, repeated (with backoff, for RETRY_FOR_S at most) after a lost answer or
         a 5xx: a worker may be restarting. Peek is safe to repeat (the same bundle comes back)
-        and so is Dequeue of a bundle this actor peeked."""
+        and so is Dequeue of a bundle this actor peeked (asked to peek too, it answers the
+        bundle the lost answer held)."""
         deadline = time.monotonic() + RETRY_FOR_S
         delay_s = 0.2
         while True:
@@ -81,19 +83,21 @@ class _Actor:
             delay_s = min(delay_s * 2, 5.0)
 
     async def drain(self, report: DrainReport) -> None:
-        """Peek and dequeue until the hub answers 204 for this actor."""
-        while True:
-            status, body = await self._call(report, "GET", "/api/peek")
-            if status == 204:
-                return
-            if status != 200:
-                raise ServiceUnavailable(f"actor {self.actor}: peek answered {status}: {body[:200]!r}")
-            bundle: dict[str, Any] = orjson.loads(body)
+        """Peek, then dequeue each bundle asking for the next one (`peek=all`), until none is left."""
+        status, body = await self._call(report, "GET", "/api/peek")
+        if status == 204:
+            return
+        if status != 200:
+            raise ServiceUnavailable(f"actor {self.actor}: peek answered {status}: {body[:200]!r}")
+        bundle: dict[str, Any] | None = orjson.loads(body)
+        while bundle is not None:
             self._record(report, bundle)
-            status, body = await self._call(report, "DELETE", f"/api/dequeue?bundleId={bundle['bundleId']}")
+            path = f"/api/dequeue?bundleId={bundle['bundleId']}&peek=all"
+            status, body = await self._call(report, "DELETE", path)
             if status != 200:
                 raise ServiceUnavailable(f"actor {self.actor}: dequeue answered {status}: {body[:200]!r}")
             report.bundles += 1
+            bundle = orjson.loads(body).get("next")
 
     def _record(self, report: DrainReport, bundle: dict[str, Any]) -> None:
         cabinet = (str(bundle["domain"]), str(bundle["messageType"]))

@@ -17,7 +17,9 @@ __all__ = [
     "ActorEvent",
     "BundleDequeued",
     "BundlePeeked",
+    "NextAfterDequeue",
     "decide_dequeue",
+    "decide_dequeue_then_peek",
     "decide_peek",
     "evolve",
     "open_bundle_for",
@@ -105,5 +107,43 @@ def decide_dequeue(bundle_id: str) -> Callable[[ActorBundles], tuple[bool, list[
         if state.find(bundle_id) is None:
             return False, []
         return True, [BundleDequeued(bundle_id)]
+
+    return decision
+
+
+@dataclass(frozen=True, slots=True)
+class NextAfterDequeue:
+    """What a dequeue that also peeks decided. When `settled`, `bundle` is the peek's answer (None:
+    nothing available); unsettled, an ordinary peek must find it."""
+
+    dequeued: bool
+    settled: bool = False
+    bundle: BundleRef | None = None
+
+
+def decide_dequeue_then_peek(
+    bundle_id: str, candidate: BundleRef | None, domains: Sequence[str], dequeues_seen: int
+) -> Callable[[ActorBundles], tuple[NextAfterDequeue, list[ActorEvent]]]:
+    """Close the bundle and record the next one with the same append.
+
+    `candidate` (None: nothing was available) was formed after this dequeue acknowledged its
+    drawers, for an actor whose dequeue count is `dequeues_seen` once this dequeue counts. As in
+    `decide_peek`, it is recorded only when no other dequeue happened since and no bundle for these
+    domains is open (that one is the answer). Every answer but "no longer open" writes, so the
+    append's If-Match checks the state the answer was decided on."""
+
+    def decision(state: ActorBundles) -> tuple[NextAfterDequeue, list[ActorEvent]]:
+        if state.find(bundle_id) is None:
+            return NextAfterDequeue(dequeued=False), []
+        closed = BundleDequeued(bundle_id)
+        after = evolve(state, closed)
+        existing = next((b for b in after.open if b.domain in domains), None)
+        if existing is not None:
+            return NextAfterDequeue(True, True, existing), [closed]
+        if after.dequeues != dequeues_seen:
+            return NextAfterDequeue(True), [closed]
+        if candidate is None:
+            return NextAfterDequeue(True, True), [closed]
+        return NextAfterDequeue(True, True, candidate), [closed, BundlePeeked(candidate)]
 
     return decision

@@ -11,7 +11,7 @@ from app.web.openapi import ACTOR, Operation, path_param, query_param
 if TYPE_CHECKING:
     from app.hub.service import PeekedBundle
 
-__all__ = ["OPERATIONS", "Bundle", "BundleEvent", "Dequeued", "bundle_wire"]
+__all__ = ["OPERATIONS", "Bundle", "BundleEvent", "Dequeued", "bundle_wire", "dequeued_wire"]
 
 
 class BundleEvent(ApiModel):
@@ -37,8 +37,11 @@ class Bundle(ApiModel):
 
 
 class Dequeued(ApiModel):
+    """A dequeue's answer; asked to peek too (`peek=`), the next bundle when one is available."""
+
     bundle_id: str
     dequeued: bool
+    next: Bundle | None = omitted_when_none()
 
 
 def _wire_names(model: type[ApiModel]) -> dict[str, str]:
@@ -47,6 +50,7 @@ def _wire_names(model: type[ApiModel]) -> dict[str, str]:
 
 _BUNDLE = _wire_names(Bundle)
 _EVENT = _wire_names(BundleEvent)
+_DEQUEUED = _wire_names(Dequeued)
 
 
 def bundle_wire(bundle: PeekedBundle) -> dict[str, Any]:
@@ -79,6 +83,15 @@ def bundle_wire(bundle: PeekedBundle) -> dict[str, Any]:
         b["count"]: len(bundle.events),
         b["events"]: events,
     }
+
+
+def dequeued_wire(bundle_id: str, following: PeekedBundle | None) -> dict[str, Any]:
+    """The dequeue answer as `to_wire(Dequeued(...))` gives it, its next bundle by `bundle_wire`."""
+    d = _DEQUEUED
+    wire: dict[str, Any] = {d["bundle_id"]: bundle_id, d["dequeued"]: True}
+    if following is not None:
+        wire[d["next"]] = bundle_wire(following)
+    return wire
 
 
 TAG = "message hub"
@@ -115,7 +128,15 @@ OPERATIONS = [
         "Acknowledge (dequeue) a peeked bundle",
         TAG,
         Dequeued,
-        params=({**BUNDLE_ID, "required": True},),
+        params=(
+            {**BUNDLE_ID, "required": True},
+            query_param(
+                "peek",
+                {"type": "string", "enum": ["all", *sorted(DOMAINS)]},
+                description="also peek the next bundle (of all domains, or of one) and answer it as"
+                " `next` (left out when nothing is available): one call per bundle while draining",
+            ),
+        ),
         security=ACTOR,
         errors=(400, 401, 404, 409, 503),
     ),

@@ -15,7 +15,15 @@ from typing import Any
 from app.cosmos import CosmosStore, open_cosmos
 from app.dataavailable import DOMAINS, DataAvailable
 from app.errors import InvalidInput, ServiceUnavailable
-from app.hub.actor import ActorBundles, decide_dequeue, decide_peek, open_bundle_for
+from app.hub.actor import (
+    ActorBundles,
+    BundleDequeued,
+    decide_dequeue,
+    decide_dequeue_then_peek,
+    decide_peek,
+    evolve,
+    open_bundle_for,
+)
 from app.hub.bundle_stream import EventStoreBundleLog
 from app.hub.bundling import BundleBuilder, BundleRef
 from app.hub.cosmos_io import HubContainers
@@ -209,6 +217,43 @@ class MessageHub:
         await self.repository.acknowledge(ref, state.dequeues + 1)
         if not await self.bundle_log.decide(actor, decide_dequeue(bundle_id)):
             self.repository.forget_board(actor)  # dequeued elsewhere: the count is not this one's
+
+    async def dequeue_and_peek(
+        self, actor: str, bundle_id: str, domains: Sequence[str] = DOMAINS
+    ) -> PeekedBundle | None:
+        """Dequeue, then peek the next bundle for `domains` (None when nothing is available).
+
+        An actor draining its queue peeks right after each dequeue. Done in one call, the next
+        bundle is formed once the dequeued one's drawers are acknowledged, and the dequeue and the
+        new bundle are recorded by one append to the actor's stream instead of two. When the
+        stream changed in between (a dequeue or peek through another worker), the dequeue stands
+        and an ordinary peek finds the next bundle. Repeating the call after a lost answer is as
+        safe as repeating a dequeue: the bundle is found dequeued, and the peek shows the open one."""
+        state = await self.bundle_log.load(actor, allow_stale_s=CACHED_BUNDLES_S)
+        ref = state.find(bundle_id)
+        after = evolve(state, BundleDequeued(bundle_id))
+        if ref is None or open_bundle_for(after, domains, None) is not None:
+            await self.dequeue(actor, bundle_id)
+            return await self.peek(actor, domains)
+        await self.repository.acknowledge(ref, after.dequeues)
+        candidate = await self.repository.next_unacknowledged(
+            actor, domains, str(uuid.uuid4()), BundleBuilder(), after.dequeues
+        )
+        outcome = await self.bundle_log.decide(
+            actor,
+            decide_dequeue_then_peek(
+                bundle_id, candidate.ref if candidate is not None else None, domains, after.dequeues
+            ),
+        )
+        if not outcome.dequeued:
+            self.repository.forget_board(actor)  # dequeued elsewhere: the count is not this one's
+        if not outcome.settled:
+            return await self.peek(actor, domains)
+        if outcome.bundle is None:
+            return None
+        if candidate is not None and outcome.bundle is candidate.ref:
+            return PeekedBundle(candidate.ref, candidate.events)
+        return PeekedBundle(outcome.bundle, await self.repository.read_bundle(outcome.bundle))
 
     async def depth(self, actor: str) -> dict[str, int]:
         return await self.repository.depth(actor)

@@ -1,4 +1,4 @@
-"""The actor API: GET /api/peek[/{domain}], DELETE /api/dequeue, behind a bearer JWT (HS256).
+"""The actor API: GET /api/peek[/{domain}], DELETE /api/dequeue[?peek=], behind a bearer JWT (HS256).
 
 The token's subject is the actor id; an actor only ever sees its own bundles.
 """
@@ -17,11 +17,12 @@ import jwt
 from aiohttp import web
 from faust.web import View
 
+from app.dataavailable import DOMAINS
 from app.errors import InvalidInput
-from app.hub.api_models import Dequeued, bundle_wire
+from app.hub.api_models import bundle_wire, dequeued_wire
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
 from app.settings import Settings
-from app.web.responses import Unauthorized, check_query, guarded, json_response, model_response
+from app.web.responses import Unauthorized, check_query, guarded, json_response
 
 __all__ = ["HubApi", "HubHolder", "VerifiedTokens", "actor_from_request", "register_views"]
 
@@ -108,12 +109,19 @@ class HubApi:
     @guarded
     async def dequeue(self, request: web.Request) -> web.Response:
         actor = actor_from_request(request, self._settings, self._verified)
-        check_query(request, "bundleId")
+        check_query(request, "bundleId", "peek")
         bundle_id = parse_bundle_id(request.query.get("bundleId"))
         if bundle_id is None:
             raise InvalidInput("query parameter bundleId is required")
-        await (await self._hub()).dequeue(actor, bundle_id)
-        return model_response(Dequeued(bundle_id=bundle_id, dequeued=True))
+        hub = await self._hub()
+        peek = request.query.get("peek")
+        if peek is None:
+            await hub.dequeue(actor, bundle_id)
+            return json_response(dequeued_wire(bundle_id, None))
+        if peek != "all" and peek.lower() not in DOMAINS:
+            raise InvalidInput(f"peek {peek[:40]!r} is not all or one of {', '.join(DOMAINS)}")
+        domains = parse_domains(None if peek == "all" else peek)
+        return json_response(dequeued_wire(bundle_id, await hub.dequeue_and_peek(actor, bundle_id, domains)))
 
     def routes(self) -> list[web.RouteDef]:
         """The same handlers as plain aiohttp routes (used by tests and embedders)."""

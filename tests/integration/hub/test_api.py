@@ -7,10 +7,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import jwt
+import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from app.crashpoints import armed
 from app.hub import MessageHub
 from app.hub.web import HubApi
 from app.settings import Settings
@@ -80,3 +82,68 @@ async def test_bad_input_is_400(client: Client, stack: Settings) -> None:
     assert empty.status == 400 and "bundleId" in (await empty.json())["reason"]
     missing = await client.delete("/api/dequeue", headers=auth)
     assert missing.status == 400 and "bundleId" in (await missing.json())["reason"]
+
+
+async def test_a_dequeue_asking_for_the_next_bundle_answers_it(
+    client: Client, hub: MessageHub, stack: Settings, unique: str
+) -> None:
+    actor = f"next-{unique}"
+    auth = token(stack, actor)
+    saved = events(actor, 1, bundleable=False) + events(actor, 2, domain="masterdata") + events(actor, 2)
+    await hub.save(saved)
+    first = await (await client.get("/api/peek", headers=auth)).json()
+    assert [e["id"] for e in first["events"]] == ids(saved[:1])
+    answer = await client.delete(f"/api/dequeue?bundleId={first['bundleId']}&peek=timeseries", headers=auth)
+    body = await answer.json()
+    assert answer.status == 200 and body["bundleId"] == first["bundleId"] and body["dequeued"] is True
+    second = body["next"]
+    assert second["domain"] == "timeseries" and [e["id"] for e in second["events"]] == ids(saved[3:])
+    # The answer was lost: the same call answers the same next bundle, which a peek shows too.
+    again = await (
+        await client.delete(f"/api/dequeue?bundleId={first['bundleId']}&peek=timeseries", headers=auth)
+    ).json()
+    assert again["next"] == second
+    assert await (await client.get("/api/peek/timeseries", headers=auth)).json() == second
+    third = (
+        await (
+            await client.delete(f"/api/dequeue?bundleId={second['bundleId']}&peek=all", headers=auth)
+        ).json()
+    )["next"]
+    assert third["domain"] == "masterdata" and [e["id"] for e in third["events"]] == ids(saved[1:3])
+    last = await client.delete(f"/api/dequeue?bundleId={third['bundleId']}&peek=all", headers=auth)
+    assert last.status == 200 and "next" not in await last.json()  # nothing left
+    assert (await client.get("/api/peek", headers=auth)).status == 204
+    wrong = await client.delete(f"/api/dequeue?bundleId={third['bundleId']}&peek=weather", headers=auth)
+    assert wrong.status == 400 and "weather" in (await wrong.json())["reason"]
+
+
+@pytest.mark.parametrize("point", ["hub.ack.drawer", "eventstore.tip.replace"])
+@pytest.mark.parametrize("nth", [1, 2, 3])
+async def test_a_dequeue_asking_for_the_next_bundle_failing_at_a_write_and_repeated_shows_each_event_once(
+    client: Client, hub: MessageHub, stack: Settings, unique: str, point: str, nth: int
+) -> None:
+    """The write at the crash point fails (503) once, at its nth use during the drain; the actor
+    repeats the call, as it does after any 5xx. It is shown every event once, in order."""
+    actor = f"crash-{unique}"
+    auth = token(stack, actor)
+    saved = [e for i in range(6) for e in events(actor, 1, bundleable=i % 2 == 0)]  # 4 bundles
+    await hub.save(saved)
+    shown: list[str] = []
+    failures = 0
+    with armed(point, nth=nth, action="raise") as trigger:
+        response = await client.get("/api/peek", headers=auth)
+        while response.status == 503:
+            failures += 1
+            response = await client.get("/api/peek", headers=auth)
+        bundle = await response.json()
+        while bundle is not None:
+            shown += [e["id"] for e in bundle["events"]]
+            path = f"/api/dequeue?bundleId={bundle['bundleId']}&peek=all"
+            response = await client.delete(path, headers=auth)
+            if response.status == 503:
+                failures += 1
+                response = await client.delete(path, headers=auth)
+            assert response.status == 200, await response.text()
+            bundle = (await response.json()).get("next")
+    assert trigger.fired and failures == 1, point
+    assert shown == ids(saved)

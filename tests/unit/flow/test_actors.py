@@ -18,7 +18,8 @@ SECRET = "s" * 32
 
 
 class FakeHub:
-    """Bundles of two events per actor; dequeue removes the peeked bundle."""
+    """Bundles of two events per actor; dequeue removes the peeked bundle and, asked to
+    (`peek=all`), answers the next one as a peek would."""
 
     def __init__(self, events: dict[str, list[int]]) -> None:
         self.events = {actor: list(seqs) for actor, seqs in events.items()}
@@ -30,24 +31,26 @@ class FakeHub:
         token = request.headers["Authorization"].removeprefix("Bearer ")
         return str(jwt.decode(token, SECRET, algorithms=["HS256"])["sub"])
 
-    async def peek(self, request: web.Request) -> web.Response:
-        if self.fail_next:
-            self.fail_next -= 1
-            return web.Response(status=503)
-        actor = self.actor(request)
+    def next_bundle(self, actor: str) -> dict[str, Any] | None:
         if actor not in self.open:
             seqs = self.events.get(actor, [])[:2]
             if not seqs:
-                return web.Response(status=204)
+                return None
             self.open[actor] = (str(uuid.uuid4()), seqs)
         bundle_id, seqs = self.open[actor]
-        body: dict[str, Any] = {
+        return {
             "bundleId": bundle_id,
             "domain": "timeseries",
             "messageType": "T",
             "events": [{"id": f"{actor}-{s}", "sequence": s} for s in seqs],
         }
-        return web.json_response(body)
+
+    async def peek(self, request: web.Request) -> web.Response:
+        if self.fail_next:
+            self.fail_next -= 1
+            return web.Response(status=503)
+        bundle = self.next_bundle(self.actor(request))
+        return web.Response(status=204) if bundle is None else web.json_response(bundle)
 
     async def dequeue(self, request: web.Request) -> web.Response:
         actor = self.actor(request)
@@ -57,7 +60,12 @@ class FakeHub:
             self.redeliver_once.discard(actor)
         else:
             del self.events[actor][: len(seqs)]
-        return web.json_response({"bundleId": bundle_id, "dequeued": True})
+        body: dict[str, Any] = {"bundleId": bundle_id, "dequeued": True}
+        assert request.query["peek"] == "all"  # the actors drain with one call per bundle
+        following = self.next_bundle(actor)
+        if following is not None:
+            body["next"] = following
+        return web.json_response(body)
 
 
 @pytest_asyncio.fixture

@@ -8,13 +8,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from app.dataavailable import DataAvailable
 from app.eventstore import Cache, EventStore, MemoryStreamStorage, Snapshot, StoreOptions
+from app.eventstore.model import TipDocument
+from app.eventstore.ports import NotModified
 from app.hub import HubRepository, MemoryHubStore, MessageHub, PeekedBundle, RepositoryOptions
 from app.hub.bundle_stream import CATEGORY, EventStoreBundleLog, bundles_codec, bundles_decider
-from app.hub.memory import Request
+from app.hub.memory import Op, Request
 
 MB = 1024 * 1024
 RECIPIENT = "5790000000005"
@@ -39,6 +42,40 @@ def events(prefix: str, n: int, **kwargs: Any) -> list[DataAvailable]:
     return [event(f"{prefix}{i}", **kwargs) for i in range(n)]
 
 
+class HookedStreams(MemoryStreamStorage):
+    """Bundle streams whose tip reads and writes pass the hub store's hooks (as container
+    "streams"): a test counts, fails and interleaves them with the store's requests."""
+
+    def __init__(self, store: MemoryHubStore) -> None:
+        super().__init__()
+        self.store = store
+
+    async def _hooked(self, op: Op, stream: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        request = Request(op, "streams", stream)
+        if self.store.before is not None:
+            await self.store.before(request)
+        answer = await call()
+        if self.store.after is not None and request.is_write:
+            await self.store.after(request)
+        return answer
+
+    async def read_tip(self, stream: str, known_etag: str | None) -> TipDocument | NotModified | None:
+        found: TipDocument | NotModified | None = await self._hooked(
+            "read", stream, partial(super().read_tip, stream, known_etag)
+        )
+        return found
+
+    async def create_tip(self, tip: TipDocument) -> str:
+        created: str = await self._hooked("create", tip.stream, partial(super().create_tip, tip))
+        return created
+
+    async def replace_tip(self, tip: TipDocument, expected_etag: str) -> str:
+        replaced: str = await self._hooked(
+            "replace", tip.stream, partial(super().replace_tip, tip, expected_etag)
+        )
+        return replaced
+
+
 @dataclass
 class World:
     """One hub store and one bundle-stream store, shared by any number of workers (processes)."""
@@ -46,6 +83,12 @@ class World:
     store: MemoryHubStore = field(default_factory=MemoryHubStore)
     streams: MemoryStreamStorage = field(default_factory=MemoryStreamStorage)
     options: RepositoryOptions = OPTIONS
+
+    @classmethod
+    def with_hooked_streams(cls) -> World:
+        """A world whose bundle-stream requests pass the store's hooks too."""
+        store = MemoryHubStore()
+        return cls(store, HookedStreams(store))
 
     def repository(self) -> HubRepository[Any]:
         return HubRepository(self.store, self.options)

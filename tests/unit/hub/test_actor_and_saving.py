@@ -13,7 +13,9 @@ from app.hub.actor import (
     ActorBundles,
     BundleDequeued,
     BundlePeeked,
+    NextAfterDequeue,
     decide_dequeue,
+    decide_dequeue_then_peek,
     decide_peek,
     evolve,
     open_bundle_for,
@@ -83,6 +85,39 @@ def test_dequeue_decision_only_for_open_bundles() -> None:
     state = evolve(ActorBundles(), BundlePeeked(bundle))
     assert decide_dequeue(bundle.bundle_id)(state) == (True, [BundleDequeued(bundle.bundle_id)])
     assert decide_dequeue(str(uuid.uuid4()))(state) == (False, [])
+
+
+def test_a_dequeue_that_peeks_records_both_with_one_append() -> None:
+    bundle, following = ref(), ref()
+    state = evolve(ActorBundles(), BundlePeeked(bundle))
+    decide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries",), state.dequeues + 1)
+    outcome, events = decide(state)
+    assert outcome == NextAfterDequeue(dequeued=True, settled=True, bundle=following)
+    assert events == [BundleDequeued(bundle.bundle_id), BundlePeeked(following)]
+    nothing = decide_dequeue_then_peek(bundle.bundle_id, None, ("timeseries",), state.dequeues + 1)
+    assert nothing(state) == (NextAfterDequeue(True, True, None), [BundleDequeued(bundle.bundle_id)])
+
+
+def test_a_dequeue_that_peeks_leaves_the_peek_to_the_stream_as_it_is() -> None:
+    """Whatever happened on the stream since the candidate was formed, the dequeue is recorded
+    (when the bundle is still open) and the candidate only when nothing else changed."""
+    bundle, following, other = ref("timeseries"), ref("timeseries"), ref("masterdata")
+    opened = evolve(ActorBundles(), BundlePeeked(bundle))
+    seen = opened.dequeues + 1
+    closed = [BundleDequeued(bundle.bundle_id)]
+    # Dequeued through another worker already: nothing to record, the peek is an ordinary one.
+    gone = evolve(opened, BundleDequeued(bundle.bundle_id))
+    decide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries",), seen)
+    assert decide(gone) == (NextAfterDequeue(dequeued=False), [])
+    # Another dequeue counted since: the candidate may hold events acknowledged since.
+    busier = evolve(evolve(opened, BundlePeeked(other)), BundleDequeued(other.bundle_id))
+    assert decide(busier) == (NextAfterDequeue(dequeued=True), closed)
+    # A bundle of another domain opened meanwhile is what a peek of every domain answers.
+    both = evolve(opened, BundlePeeked(other))
+    wide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries", "masterdata"), seen)
+    assert wide(both) == (NextAfterDequeue(True, True, other), closed)
+    # ... and not what a peek of the dequeued bundle's domain answers.
+    assert decide(both) == (NextAfterDequeue(True, True, following), [*closed, BundlePeeked(following)])
 
 
 def ev(event_id: str | None = None, weight: int = 10) -> DataAvailable:
