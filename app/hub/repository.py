@@ -29,7 +29,7 @@ from app.hub.documents import (
     ledger_from_doc,
 )
 from app.hub.errors import SaveLeaseLost
-from app.hub.known import KnownDocs
+from app.hub.known import KnownDocs, Recent
 from app.hub.model import (
     Allocation,
     CabinetKey,
@@ -96,10 +96,10 @@ class HubRepository(Generic[C]):
         self.options = options
         # What this process last read or wrote of the ledgers and drawers it saves into: the
         # worker that owns a recipient starts each compare-and-swap from it instead of a read.
-        self._ledgers: KnownDocs[Ledger] = KnownDocs()
-        self._drawers: KnownDocs[DrawerState] = KnownDocs()
+        self._ledgers: KnownDocs[Ledger] = Recent()
+        self._drawers: KnownDocs[DrawerState] = Recent()
         # Per actor, what its last peek here learned of its cabinets (tagged with that bundle's id).
-        self._boards: KnownDocs[CabinetBoard] = KnownDocs()
+        self._boards: KnownDocs[CabinetBoard] = Recent()
         self._saving = asyncio.Semaphore(options.save_recipients)
 
     # ---- Save ---------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import asyncio
 import math
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from faust.web import View
 from app.dataavailable import DOMAINS
 from app.errors import InvalidInput
 from app.hub.api_models import bundle_wire, dequeued_wire
+from app.hub.known import Recent
 from app.hub.service import MessageHub, parse_bundle_id, parse_domains
 from app.settings import Settings
 from app.web.responses import Unauthorized, check_query, guarded, json_response
@@ -33,11 +33,10 @@ _ACTOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")  # the DataAvailable 
 class VerifiedTokens:
     """Actor ids of tokens already verified, until their `exp`: an actor sends the same token with
     every peek and dequeue, and an HS256 decode per request was a twentieth of a worker's CPU
-    during a drain. Bounded: the oldest entries go first."""
+    during a drain. Bounded: the least recently used go first."""
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        self.max_entries = max_entries
-        self._actors: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._actors: Recent[str, float] = Recent(max_entries)
 
     def get(self, token: str) -> str | None:
         found = self._actors.get(token)
@@ -45,14 +44,12 @@ class VerifiedTokens:
             return None
         actor, expires_at = found
         if time.time() >= expires_at:  # as PyJWT: a token is expired from its `exp` on
-            del self._actors[token]
+            self._actors.drop(token)
             return None
         return actor
 
     def put(self, token: str, actor: str, expires_at: float) -> None:
-        self._actors[token] = (actor, expires_at)
-        while len(self._actors) > self.max_entries:
-            self._actors.popitem(last=False)
+        self._actors.put(token, actor, expires_at)
 
 
 def actor_from_request(

@@ -79,10 +79,12 @@ const deleteItem = Items.prototype.delete;
 Items.prototype.delete = function (idOrRid, partition) {
   const old = this._item("/id", idOrRid, partition).read();
   const result = deleteItem.call(this, idOrRid, partition); // throws when there is none
-  const rids = this._ridsByPartition && this._ridsByPartition.get(this._getPartition(old));
+  if (this._ridsByPartition === undefined) return result;
+  const oldPartition = this._getPartition(old);
+  const rids = this._ridsByPartition.get(oldPartition);
   if (rids !== undefined) {
     rids.delete(old._rid);
-    if (rids.size === 0) this._ridsByPartition.delete(this._getPartition(old));
+    if (rids.size === 0) this._ridsByPartition.delete(oldPartition);
   }
   return result;
 };

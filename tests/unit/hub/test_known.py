@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.hub.known import KnownDocs
+from app.hub.known import KnownDocs, Recent
 
 
 def test_the_least_recently_used_entry_goes_first_when_full() -> None:
-    known: KnownDocs[int] = KnownDocs(max_entries=2)
+    known: KnownDocs[int] = Recent(max_entries=2)
     known.put("a", 1, "e1")
     known.put("b", 2, "e2")
     assert known.get("a") == (1, "e1")  # a is now the most recently used
@@ -18,7 +18,7 @@ def test_the_least_recently_used_entry_goes_first_when_full() -> None:
 
 
 def test_a_newer_version_replaces_the_entry_and_drop_forgets_it() -> None:
-    known: KnownDocs[int] = KnownDocs()
+    known: KnownDocs[int] = Recent()
     known.put("a", 1, "e1")
     known.put("a", 2, "e2")
     assert known.get("a") == (2, "e2")
@@ -29,4 +29,4 @@ def test_a_newer_version_replaces_the_entry_and_drop_forgets_it() -> None:
 
 def test_a_map_of_no_entries_is_refused() -> None:
     with pytest.raises(ValueError):
-        KnownDocs(max_entries=0)
+        Recent(max_entries=0)
