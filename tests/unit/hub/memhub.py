@@ -90,6 +90,15 @@ class World:
         store = MemoryHubStore()
         return cls(store, HookedStreams(store))
 
+    def fail_write(self, nth: int, *, lose_answer: bool = False) -> None:
+        """Fail the store's `nth` write from now on: before it reaches the store, or after it took
+        effect (its answer lost)."""
+        hook = fail_write(nth, lose_answer=lose_answer)
+        if lose_answer:
+            self.store.after = hook
+        else:
+            self.store.before = hook
+
     def repository(self) -> HubRepository[Any]:
         return HubRepository(self.store, self.options)
 

@@ -24,7 +24,6 @@ from tests.unit.hub.memhub import (
     drain,
     event,
     events,
-    fail_write,
     ids,
     ids_of,
 )
@@ -220,11 +219,7 @@ async def test_dequeues_that_peek_interrupted_at_any_write_and_retried_lose_and_
     for nth in range(1, len(writes) + 1):
         world = World.with_hooked_streams()
         await world.worker().save(saved)
-        hook = fail_write(nth, lose_answer=lose_answer)
-        if lose_answer:
-            world.store.after = hook
-        else:
-            world.store.before = hook
+        world.fail_write(nth, lose_answer=lose_answer)
         hub = world.worker()
         drained: list[str] = []
         failures = 0

@@ -27,7 +27,6 @@ from tests.unit.hub.memhub import (
     drain,
     event,
     events,
-    fail_write,
     ids,
     ids_of,
 )
@@ -187,11 +186,7 @@ async def test_a_peek_whose_catalog_corrections_fail_at_any_write_leaves_every_d
         assert bundle is not None
         shown.append(bundle)
         await first.dequeue(RECIPIENT, bundle.bundle_id)
-    hook = fail_write(nth, lose_answer=lose_answer)
-    if lose_answer:
-        world.store.after = hook
-    else:
-        world.store.before = hook
+    world.fail_write(nth, lose_answer=lose_answer)
     shown += await drain_through_workers_without_boards(world, Injected)
     assert sorted(ids_of(shown)) == sorted(ids(saved)), f"write {nth}"
     assert len(ids_of(shown)) == len(saved)

@@ -41,7 +41,6 @@ from tests.unit.hub.memhub import (
     drain,
     event,
     events,
-    fail_write,
     ids,
     ids_of,
     in_order,
@@ -430,11 +429,7 @@ async def test_a_save_interrupted_at_any_write_and_retried_shows_every_event_onc
     assert writes >= 8  # claim, index, 3 x (events, drawer), catalog entries, release
     for nth in range(1, writes + 1):
         world, before, batch = await interrupted_save_setup()
-        hook = fail_write(nth, lose_answer=lose_answer)
-        if lose_answer:
-            world.store.after = hook
-        else:
-            world.store.before = hook
+        world.fail_write(nth, lose_answer=lose_answer)
         crashed = world.worker()
         with pytest.raises(Injected):
             await crashed.save(batch)
@@ -482,11 +477,7 @@ async def test_dequeues_interrupted_at_any_write_and_retried_lose_and_repeat_not
     for nth in range(1, total + 1):
         world = World()
         await world.worker().save(saved)
-        hook = fail_write(nth, lose_answer=lose_answer)
-        if lose_answer:
-            world.store.after = hook
-        else:
-            world.store.before = hook
+        world.fail_write(nth, lose_answer=lose_answer)
         hub = world.worker()
         drained: list[str] = []
         failures = 0
