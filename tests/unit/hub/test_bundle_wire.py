@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.dataavailable import DataAvailable
-from app.hub.api_models import Bundle, BundleEvent, bundle_wire
+from app.hub.api_models import Bundle, BundleEvent, Dequeued, bundle_wire, dequeued_wire
 from app.hub.bundling import BundleRef
 from app.hub.model import CabinetKey, StoredEvent
 from app.hub.service import PeekedBundle
@@ -49,3 +49,8 @@ def test_the_dict_answer_is_the_models_answer(stored: list[DataAvailable], first
     wire = bundle_wire(bundle)
     assert wire == to_wire(model)
     assert to_wire(Bundle.model_validate(wire)) == wire
+    # The dequeue's answer carries it as `next`, and leaves `next` out when nothing follows.
+    dequeued = str(uuid.uuid4())
+    assert dequeued_wire(dequeued, bundle) == to_wire(Dequeued(bundle_id=dequeued, dequeued=True, next=model))
+    assert dequeued_wire(dequeued, None) == to_wire(Dequeued(bundle_id=dequeued, dequeued=True))
+    assert "next" not in dequeued_wire(dequeued, None)
