@@ -36,7 +36,7 @@ from app.settings import Settings
 MAX_PEEK_ATTEMPTS = 8
 CACHED_BUNDLES_S = 60.0  # how old the bundles this worker holds may be for a dequeue to start from them
 
-__all__ = ["MessageHub", "PeekedBundle", "SaveResult", "parse_bundle_id", "parse_domains"]
+__all__ = ["MessageHub", "PeekedBundle", "SaveResult", "parse_bundle_id", "parse_domains", "parse_peek"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,15 @@ def parse_bundle_id(value: str | None) -> str | None:
         return str(uuid.UUID(value))
     except ValueError as exc:
         raise InvalidInput(f"bundleId {value[:80]!r} is not a GUID") from exc
+
+
+def parse_peek(value: str) -> tuple[str, ...]:
+    """The domains a dequeue asks to peek next: `all`, or one domain."""
+    if value == "all":
+        return DOMAINS
+    if value.lower() not in DOMAINS:
+        raise InvalidInput(f"peek {value[:40]!r} is not all or one of {', '.join(DOMAINS)}")
+    return parse_domains(value)
 
 
 def parse_domains(domain: str | None) -> tuple[str, ...]:

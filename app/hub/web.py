@@ -16,11 +16,10 @@ import jwt
 from aiohttp import web
 from faust.web import View
 
-from app.dataavailable import DOMAINS
 from app.errors import InvalidInput
 from app.hub.api_models import bundle_wire, dequeued_wire
 from app.hub.known import Recent
-from app.hub.service import MessageHub, parse_bundle_id, parse_domains
+from app.hub.service import MessageHub, parse_bundle_id, parse_domains, parse_peek
 from app.settings import Settings
 from app.web.responses import Unauthorized, check_query, guarded, json_response
 
@@ -115,10 +114,8 @@ class HubApi:
         if peek is None:
             await hub.dequeue(actor, bundle_id)
             return json_response(dequeued_wire(bundle_id, None))
-        if peek != "all" and peek.lower() not in DOMAINS:
-            raise InvalidInput(f"peek {peek[:40]!r} is not all or one of {', '.join(DOMAINS)}")
-        domains = parse_domains(None if peek == "all" else peek)
-        return json_response(dequeued_wire(bundle_id, await hub.dequeue_and_peek(actor, bundle_id, domains)))
+        following = await hub.dequeue_and_peek(actor, bundle_id, parse_peek(peek))
+        return json_response(dequeued_wire(bundle_id, following))
 
     def routes(self) -> list[web.RouteDef]:
         """The same handlers as plain aiohttp routes (used by tests and embedders)."""
