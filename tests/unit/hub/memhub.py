@@ -169,6 +169,17 @@ def fail_write(
     return hook
 
 
+def recorder(into: list[Request]) -> Callable[[Request], Awaitable[None]]:
+    async def hook(request: Request) -> None:
+        into.append(request)
+
+    return hook
+
+
+def kinds(requests: list[Request]) -> list[tuple[str, str]]:
+    return [(r.op, r.container.split("-")[0]) for r in requests]
+
+
 def count_writes(into: list[Request]) -> Callable[[Request], Awaitable[None]]:
     async def hook(request: Request) -> None:
         if request.is_write:

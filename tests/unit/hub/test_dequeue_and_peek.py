@@ -26,6 +26,8 @@ from tests.unit.hub.memhub import (
     events,
     ids,
     ids_of,
+    kinds,
+    recorder,
 )
 
 
@@ -41,10 +43,6 @@ async def drain_dequeuing_with_peek(hub: MessageHub, limit: int = 100) -> list[P
     raise AssertionError(f"still not drained after {limit} bundles")
 
 
-def kinds(requests: list[Request]) -> list[tuple[str, str]]:
-    return [(r.op, r.container.split("-")[0]) for r in requests]
-
-
 async def test_a_dequeue_that_peeks_appends_once_and_writes_only_the_drawers() -> None:
     world = World.with_hooked_streams()
     hub = world.worker()
@@ -56,7 +54,7 @@ async def test_a_dequeue_that_peeks_appends_once_and_writes_only_the_drawers() -
     assert second is not None
 
     seen: list[Request] = []
-    world.store.before = partial(record, seen)
+    world.store.before = recorder(seen)
     third = await hub.dequeue_and_peek(RECIPIENT, second.bundle_id)
     assert third is not None
     done = kinds(seen)
@@ -75,10 +73,6 @@ async def test_a_dequeue_that_peeks_appends_once_and_writes_only_the_drawers() -
     assert last is None
     assert ids_of([first, second, third]) == ids(saved)
     assert await drain(world.worker()) == []
-
-
-async def record(into: list[Request], request: Request) -> None:
-    into.append(request)
 
 
 async def test_dequeues_that_peek_and_plain_ones_drain_the_same_bundles() -> None:
@@ -119,7 +113,7 @@ async def requests_alone(other: str) -> tuple[int, int]:
     bundle = await hub.peek(RECIPIENT)
     assert bundle is not None
     seen: list[Request] = []
-    world.store.before = partial(record, seen)
+    world.store.before = recorder(seen)
     await hub.dequeue_and_peek(RECIPIENT, bundle.bundle_id)
     n_a = len(seen)
     await OTHERS[other](world.worker(), bundle)

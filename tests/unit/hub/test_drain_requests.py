@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -29,18 +28,9 @@ from tests.unit.hub.memhub import (
     events,
     ids,
     ids_of,
+    kinds,
+    recorder,
 )
-
-
-def recorder(into: list[Request]) -> Callable[[Request], Awaitable[None]]:
-    async def hook(request: Request) -> None:
-        into.append(request)
-
-    return hook
-
-
-def kinds(requests: list[Request]) -> list[tuple[str, str]]:
-    return [(r.op, r.container.split("-")[0]) for r in requests]
 
 
 async def test_after_its_own_dequeue_a_worker_peeks_and_dequeues_writing_the_drawer_and_stream_only() -> None:
