@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from app.crashpoints import crash_point
+from app.crashpoints import InjectedFault, crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import AsyncProducer, produce_failed, settle
@@ -137,6 +137,12 @@ class BatchDelivery:
             return
         self._chain.end = offset + 1
         self._reported += 1
+        if self._reported < self._records:
+            try:  # part of the batch is in the log, the rest may or may not follow
+                crash_point("pipeline.log.record_confirmed")
+            except InjectedFault as fault:
+                self._fail(fault)
+                return
         if self._reported == self._records:
             numbers = list(range(self._first, self._first + self.count))
             self._loop.call_soon_threadsafe(settle, self.confirmed, numbers)

@@ -2,7 +2,8 @@
 of its control records (writer offsets, reader positions). Restarted on the same home, every
 source message reaches every writer, in order per key, as each writer's sink shows it: MySQL and
 Cosmos hold each row's newest version, and the Kafka topic, taking each record's last copy, has
-each key's versions in source order."""
+each key's versions in source order. The commit log's append is cut too: between the records of one
+batch, part of it in the log."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ pytestmark = pytest.mark.integration
 
 MESSAGES, ROWS = 600, 40  # each row is written 15 times: a late old version would show
 
+CRASHES = [
+    ("pipeline.writer.mysql.commit:3:kill", {}),  # a bulk written, not committed
+    ("pipeline.writer.cosmos.upsert:100:kill", {}),  # part of a batch's documents upserted
+    ("pipeline.writer.kafka.produce:3:kill", {}),  # a bulk about to be produced
+    ("pipeline.control.send:1:kill", {}),  # writers wrote, their offsets are not saved
+    # Records of at most ~1 KB: a batch of 50 entries is appended as several records, and the
+    # kill comes once the second is in the log, the rest in flight or not yet sent.
+    ("pipeline.log.record_confirmed:2:kill", {"MAX_PAYLOAD_BYTES": "1024"}),
+]
+
 
 def kafka_records(bootstrap: str, topic: str) -> list[dict[str, int]]:
     (end,) = true_end_offsets(bootstrap, [(topic, 0)])
@@ -46,13 +57,7 @@ def kafka_records(bootstrap: str, topic: str) -> list[dict[str, int]]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
-    "crash_at",
-    [
-        "pipeline.writer.mysql.commit:3:kill",  # a bulk written, not committed
-        "pipeline.writer.cosmos.upsert:100:kill",  # part of a batch's documents upserted
-        "pipeline.writer.kafka.produce:3:kill",  # a bulk about to be produced
-        "pipeline.control.send:1:kill",  # writers wrote, their offsets are not saved
-    ],
+    ("crash_at", "env"), [pytest.param(spec, env, id=spec.split(":")[0]) for spec, env in CRASHES]
 )
 async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writer(
     stack: Settings,
@@ -62,6 +67,7 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
     unique: str,
     tmp_path: Path,
     crash_at: str,
+    env: dict[str, str],
 ) -> None:
     name, source, table = f"plcp-{unique}", f"plcp-src-{unique}", f"plcp_{unique}"
     container, topic = f"plcp-{unique}", f"plcp-out-{unique}"
@@ -82,9 +88,9 @@ async def test_a_pipeline_killed_at_a_write_delivers_every_message_to_every_writ
         f"  - {{name: bus, type: kafka, topic: {topic}, key_field: id}}\n"
     )
     port = 19000 + int(unique[:4], 16) % 900
-    crashed = start(file, tmp_path, port, HUBSTREAM_CRASH_AT=crash_at)
+    crashed = start(file, tmp_path, port, HUBSTREAM_CRASH_AT=crash_at, **env)
     assert await asyncio.to_thread(crashed.wait, 120) == -9, "the crash point was not reached"
-    proc = start(file, tmp_path, port)
+    proc = start(file, tmp_path, port, **env)
     newest = {f"row-{r}": max(i for i in range(MESSAGES) if i % ROWS == r) for r in range(ROWS)}
     target = await cosmos.container(container, "/id")
 

@@ -1,7 +1,8 @@
 """A commit-log append the broker refuses must not lose source messages: the composite reader goes
 back to the positions the log confirmed and reads the refused entries again. Before, the reader's
 consumer kept its own position: with one refused append, 20 of 50 messages never reached the log
-and the saved reader position moved past them."""
+and the saved reader position moved past them. The same holds when a batch fails after part of its
+records are in the log."""
 
 from __future__ import annotations
 
@@ -30,15 +31,24 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout_s: float, w
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("point", "max_record_bytes"),
+    [
+        ("pipeline.log.append", 1_048_576),  # refused before any record is produced
+        # Records of at most 300 bytes (a batch of 10 is several): the batch fails once its first
+        # record is in the log, the others in flight or not yet sent.
+        ("pipeline.log.record_confirmed", 300),
+    ],
+)
 def test_every_source_message_reaches_the_log_after_a_refused_append(
-    stack: Settings, metadata: MetadataStore, unique: str
+    stack: Settings, metadata: MetadataStore, unique: str, point: str, max_record_bytes: int
 ) -> None:
     name = f"refused-{unique}"
     metadata.create(name, 2)
     with CompositeProducer(stack, name, store=metadata) as producer:
         for i in range(MESSAGES):
             producer.produce(f"g{i % 7}", {"id": f"m{i}", "i": i})
-    log = KafkaCommitLog(stack.bootstrap, f"refused-log-{unique}")
+    log = KafkaCommitLog(stack.bootstrap, f"refused-log-{unique}", max_record_bytes)
     log.ensure_topic()
     source = CompositeSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)
 
@@ -54,7 +64,7 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
             batch_size=10,
             source_retry_s=0.1,
         )
-        with armed("pipeline.log.append", nth=2, action="raise") as point:
+        with armed(point, nth=2, action="raise") as trigger:
             await engine.start()
 
             async def caught_up() -> bool:
@@ -62,7 +72,7 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
                 return state is not None and sum(int(v) for v in state.position.values()) >= MESSAGES
 
             await wait_for(caught_up, 60, "the reader to confirm every source message")
-            assert point.fired, "the second append was refused"
+            assert trigger.fired, f"{point} fired at its second hit"
         positions = {k: int(v) for k, v in engine.readers[name].position.items()}
         await engine.stop()
         await log.close()
@@ -72,4 +82,6 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
     entries = read_log_range(stack.bootstrap, log.topic, 0, 10_000)
     ids = sorted({entry.value.data["id"] for entry in entries}, key=lambda s: int(s[1:]))
     assert ids == [f"m{i}" for i in range(MESSAGES)], "every source message is in the log"
+    if point == "pipeline.log.record_confirmed":
+        assert len(entries) > MESSAGES, "the failed batch stayed in the log and was appended again"
     assert sum(positions.values()) == MESSAGES
