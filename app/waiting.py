@@ -3,17 +3,20 @@
 
 Each polls its predicate until it returns a truthy value, which it returns, or until `timeout_s`
 has passed: then it returns None, and the caller says what it waited for in its own error.
+
+`after_conflict` is the pause before a compare-and-swap loop tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, overload
 
-__all__ = ["async_poll_until", "poll_until"]
+__all__ = ["after_conflict", "async_poll_until", "conflict_pause_s", "poll_until"]
 
 T = TypeVar("T")
 
@@ -56,3 +59,20 @@ async def async_poll_until(predicate: Callable[[], object], timeout_s: float, ev
         if loop.time() >= deadline:
             return None
         await asyncio.sleep(every_s)
+
+
+def conflict_pause_s(attempt: int, attempts: int, max_s: float, rng: random.Random | None = None) -> float:
+    """How long to wait before try `attempt` (0-based) of `attempts` of a compare-and-swap: none
+    before the first retry (a stale cached copy, not a race, is the usual cause of one conflict),
+    then a random share of a cap that grows to `max_s`, so writers racing for one document stop
+    colliding in step."""
+    if attempt <= 1 or max_s <= 0 or attempts <= 0:
+        return 0.0
+    return (rng or random).uniform(0, max_s * min(attempt, attempts) / attempts)
+
+
+async def after_conflict(attempt: int, attempts: int, max_s: float = 0.05) -> None:
+    """Sleep `conflict_pause_s` (nothing before the first retry)."""
+    pause = conflict_pause_s(attempt, attempts, max_s)
+    if pause:
+        await asyncio.sleep(pause)

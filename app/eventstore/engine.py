@@ -8,9 +8,7 @@ version, folds it in, decides again, and gives up after ``max_sync_attempts`` wi
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -36,6 +34,7 @@ from app.eventstore.model import (
     plan_unfold_only,
 )
 from app.eventstore.ports import NOT_MODIFIED, StreamStorage, WriteConflict
+from app.waiting import after_conflict
 
 __all__ = ["CategoryStore", "EventStore", "Loaded", "StoreOptions"]
 
@@ -299,9 +298,7 @@ class CategoryStore(Generic[C, S, E]):
                     stream, expected, current.version, attempt, attempts,
                 )  # fmt: skip
                 if attempt < attempts:
-                    await asyncio.sleep(
-                        random.uniform(0, self._options.retry_backoff_max_s * attempt / attempts)
-                    )
+                    await after_conflict(attempt, attempts, self._options.retry_backoff_max_s)
                 continue
             entry = self._entry(state, version, tip)
             if self._cache is not None:

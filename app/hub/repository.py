@@ -52,6 +52,7 @@ from app.hub.ports import HubStore
 from app.hub.reader import CabinetRead, read_cabinet
 from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
+from app.waiting import after_conflict
 
 __all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
 
@@ -162,6 +163,7 @@ class HubRepository(Generic[C]):
         The first attempt starts from the ledger this process knows, unless the plan must judge
         index entries by it (then only a fresh read tells which claims are still held)."""
         for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             ledger, etag = await self._read_ledger(recipient, known=attempt == 0 and not index)
             ledger = ledger.reap(time.time())
             plan = plan_save(events, index, ledger)
@@ -246,6 +248,7 @@ class HubRepository(Generic[C]):
         empty = DrawerState(placement.drawer_id, placement.cabinet, placement.ordinal)
         known = self._drawers.get(placement.drawer_id)
         for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             if placement.new_drawer and attempt == 0:
                 current: tuple[DrawerState, str] | None = None
             elif known is not None and attempt == 0:
@@ -310,6 +313,7 @@ class HubRepository(Generic[C]):
 
         Starts from the ledger this process knows; a claim missing there is checked on a fresh read."""
         for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             ledger, etag = await self._read_ledger(recipient, known=attempt == 0)
             changed = change(ledger, token)
             if changed is None:
@@ -324,7 +328,8 @@ class HubRepository(Generic[C]):
         """The ledger with the claims of crashed saves voided and written back, so a reader's fence
         moves past them even when no save for this recipient comes again (the write makes a slow
         writer's late release fail, so events a reader treated as void never reappear)."""
-        for _ in range(MAX_CAS_ATTEMPTS):
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             ledger, etag = await self._read_ledger(recipient)
             reaped = ledger.reap(time.time())
             if reaped == ledger or etag is None or await self._write_ledger(reaped, etag):
@@ -538,7 +543,8 @@ class HubRepository(Generic[C]):
         cabinet = ref.cabinet
         # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
         known = (piece.seen, piece.etag) if piece.etag else None
-        for _ in range(MAX_CAS_ATTEMPTS):
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             if known is None:
                 current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)
                 if current is None:

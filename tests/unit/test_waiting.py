@@ -1,10 +1,15 @@
-"""`app.waiting`: the value that ended the wait, or None once the time is up."""
+"""`app.waiting`: the value that ended the wait, or None once the time is up; the pause between
+compare-and-swap attempts."""
 
 from __future__ import annotations
 
 import itertools
+import random
 
-from app.waiting import async_poll_until, poll_until
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.waiting import async_poll_until, conflict_pause_s, poll_until
 
 
 def test_the_first_truthy_value_ends_the_wait() -> None:
@@ -26,3 +31,26 @@ async def test_an_async_predicate_is_awaited() -> None:
 
     assert await async_poll_until(ready, 5, every_s=0.001) == 2
     assert await async_poll_until(lambda: 0, 0.01, every_s=0.002) is None
+
+
+@given(
+    attempt=st.integers(0, 100),
+    attempts=st.integers(1, 100),
+    max_s=st.floats(0, 10, allow_nan=False),
+    seed=st.integers(0, 2**32),
+)
+def test_a_conflict_pause_is_none_before_the_first_retry_then_within_a_growing_cap(
+    attempt: int, attempts: int, max_s: float, seed: int
+) -> None:
+    pause = conflict_pause_s(attempt, attempts, max_s, random.Random(seed))
+    if attempt <= 1:
+        assert pause == 0.0
+    else:
+        assert 0.0 <= pause <= max_s * min(attempt, attempts) / attempts
+
+
+def test_conflict_pauses_are_spread_out_so_racing_writers_fall_out_of_step() -> None:
+    rng = random.Random(7)
+    pauses = [conflict_pause_s(10, 50, 0.05, rng) for _ in range(200)]
+    assert len(set(pauses)) == len(pauses)
+    assert min(pauses) < 0.002 < 0.008 < max(pauses) <= 0.01
