@@ -32,7 +32,7 @@ def _exact_id(value: str) -> int:
 @click.pass_context
 def batch(ctx: click.Context, url: str | None) -> None:
     """Track fan-out batches (Carlyle-compatible exact and estimated batches)."""
-    ctx.obj = _client(url)
+    ctx.obj = ctx.with_resource(_client(url))  # closed when the command ends
 
 
 @batch.command()

@@ -3,13 +3,14 @@ and fresh topics per module, so tests never share a consumer group or a table wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from app.batch.acks import AckProducer
+from app.batch.client import BatchClient
 from app.settings import Settings
 from tests.support.ports import free_port
 from tests.support.spawn import spawn_logged
@@ -134,6 +136,13 @@ def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list
 
 def wait_for(predicate: Any, timeout_s: float = 30.0, what: str = "condition") -> Any:
     return wait_until(predicate, timeout_s, what, poll_s=0.1)
+
+
+@pytest.fixture
+def batch_client() -> Iterator[Callable[[str], BatchClient]]:
+    """Opens clients of a worker's batch API; each is closed (its sockets too) when the test ends."""
+    with contextlib.ExitStack() as opened:
+        yield lambda url: opened.enter_context(BatchClient(url))
 
 
 @pytest.fixture(scope="module")

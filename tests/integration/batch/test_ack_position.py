@@ -7,6 +7,7 @@ forever). The crash point `batch.acks.delivered`, armed with `raise`, drops the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,14 @@ def send_record(env: dict[str, str], item_ids: list[str]) -> None:
 
 
 @pytest.mark.parametrize("lost", ["a record in the middle", "the last record"])
-def test_a_lost_ack_record_is_read_again(stack: Settings, unique: str, tmp_path: Path, lost: str) -> None:
+def test_a_lost_ack_record_is_read_again(
+    stack: Settings, unique: str, tmp_path: Path, lost: str, batch_client: Callable[[str], BatchClient]
+) -> None:
     env = worker_env(stack, unique, HUBSTREAM_CRASH_AT="batch.acks.delivered:2:raise")
     worker = start_worker(env, tmp_path / "home")
     try:
         wait_serving([worker])
-        client = BatchClient(worker.url)
+        client = batch_client(worker.url)
         batch_id = client.create_exact(user_key=unique)
         items = client.add_item_ids(batch_id, ITEMS)
         assert client.close_exact(batch_id) is False

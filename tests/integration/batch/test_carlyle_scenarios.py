@@ -7,6 +7,7 @@ import random
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -22,8 +23,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def client(batch_worker: BatchWorker) -> BatchClient:
-    return BatchClient(batch_worker.url)
+def client(batch_worker: BatchWorker) -> Iterator[BatchClient]:
+    with BatchClient(batch_worker.url) as opened:
+        yield opened
 
 
 def completions_of(ack_result: list[dict[str, object]], batch_id: int) -> list[dict[str, object]]:

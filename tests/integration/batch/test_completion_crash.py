@@ -5,6 +5,7 @@ the restarted worker completes the batch and sends the event on the redelivered 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,11 @@ POINTS = ["batch.table.intent_written:4", "batch.completion.send:1", "batch.comp
 
 @pytest.mark.parametrize("point", POINTS)
 def test_a_worker_killed_around_the_completion_publishes_it_after_restart(
-    stack: Settings, unique: str, tmp_path: Path, point: str
+    stack: Settings,
+    unique: str,
+    tmp_path: Path,
+    point: str,
+    batch_client: Callable[[str], BatchClient],
 ) -> None:
     env = worker_env(stack, unique)
     first = start_worker(dict(env, HUBSTREAM_CRASH_AT=f"{point}:kill"), tmp_path / "first")
@@ -36,7 +41,7 @@ def test_a_worker_killed_around_the_completion_publishes_it_after_restart(
     topic = env["BATCH_COMPLETIONS_TOPIC"]
     try:
         wait_serving([first])
-        client = BatchClient(first.url)
+        client = batch_client(first.url)
         batch_id = client.create_exact(user_key="crash")
         items = client.add_item_ids(batch_id, 10)
         client.ack(items[:-1])
@@ -48,7 +53,7 @@ def test_a_worker_killed_around_the_completion_publishes_it_after_restart(
 
         second = start_worker(env, tmp_path / "second")
         wait_serving([second])
-        client = BatchClient(second.url)
+        client = batch_client(second.url)
         client.ack(items[-1:])  # the caller got no answer: it sends the ack again
         state = client.get_exact(batch_id)
         assert state["isComplete"] is True, state

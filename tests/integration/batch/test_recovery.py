@@ -4,6 +4,7 @@ its last item is acked (not before, and reported once)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,13 +30,15 @@ def pending(client: BatchClient, batch_id: int) -> int:
     return value
 
 
-def test_kill9_mid_acks_then_recover_from_changelog(stack: Settings, unique: str, tmp_path: Path) -> None:
+def test_kill9_mid_acks_then_recover_from_changelog(
+    stack: Settings, unique: str, tmp_path: Path, batch_client: Callable[[str], BatchClient]
+) -> None:
     env = worker_env(stack, unique)
     first = start_worker(env, tmp_path / "first")
     second = None
     try:
         wait_serving([first])
-        client = BatchClient(first.url)
+        client = batch_client(first.url)
         batch_id = client.create_exact(user_key="recovery")
         items = client.add_item_ids(batch_id, ITEMS)
         assert client.close_exact(batch_id) is False
@@ -49,7 +52,7 @@ def test_kill9_mid_acks_then_recover_from_changelog(stack: Settings, unique: str
 
         second = start_worker(env, tmp_path / "second")  # fresh HUBSTREAM_HOME: nothing on disk
         wait_serving([second])
-        client = BatchClient(second.url)
+        client = batch_client(second.url)
         assert client.get_exact(batch_id) == before_kill, "the replacement lost changelog updates"
 
         send_acks(env, items[10_000:-1])  # overlaps what was acked before the kill; all but the last
@@ -71,7 +74,9 @@ def test_kill9_mid_acks_then_recover_from_changelog(stack: Settings, unique: str
             second.stop()
 
 
-def test_restart_on_its_own_datadir(stack: Settings, unique: str, tmp_path: Path) -> None:
+def test_restart_on_its_own_datadir(
+    stack: Settings, unique: str, tmp_path: Path, batch_client: Callable[[str], BatchClient]
+) -> None:
     """A worker restarted on its own datadir serves its batches again. On the embedded broker this
     needs app.kafka.faust_compat (true changelog end offsets): without it Faust raised
     ConsistencyError (persisted offset higher than the under-reported highwater) at start."""
@@ -79,7 +84,7 @@ def test_restart_on_its_own_datadir(stack: Settings, unique: str, tmp_path: Path
     worker = start_worker(env, tmp_path / "home")
     try:
         wait_serving([worker])
-        client = BatchClient(worker.url)
+        client = batch_client(worker.url)
         batch_id = client.create_exact()
         items = client.add_item_ids(batch_id, 20_000)  # several changelog records written back to back
         client.ack(items[:5])
@@ -88,6 +93,6 @@ def test_restart_on_its_own_datadir(stack: Settings, unique: str, tmp_path: Path
         worker = start_worker(env, tmp_path / "home")
         wait_serving([worker])
         assert "ConsistencyError" not in worker.log()
-        assert BatchClient(worker.url).get_exact(batch_id) == before
+        assert batch_client(worker.url).get_exact(batch_id) == before
     finally:
         worker.stop()

@@ -5,6 +5,7 @@ produced to the wrong partition and a bad record that goes to the dead-letter to
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -42,7 +43,9 @@ def dead_letters(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[st
         consumer.close()
 
 
-def test_two_workers_route_by_partition_owner(stack: Settings, unique: str, tmp_path: Path) -> None:
+def test_two_workers_route_by_partition_owner(
+    stack: Settings, unique: str, tmp_path: Path, batch_client: Callable[[str], BatchClient]
+) -> None:
     env = worker_env(stack, unique, BATCH_REAP_OPEN_AFTER_S="8", BATCH_REAP_INTERVAL_S="0.5")
     workers = [start_worker(env, tmp_path / "a")]
     try:
@@ -52,7 +55,7 @@ def test_two_workers_route_by_partition_owner(stack: Settings, unique: str, tmp_
         a, b = workers
         served = {w.url: set(w.status()["partitionsServed"]) for w in workers}
         assert all(served.values()), f"both workers should serve partitions: {served}"
-        via_a, via_b = BatchClient(a.url), BatchClient(b.url)
+        via_a, via_b = batch_client(a.url), batch_client(b.url)
 
         # Batches created on each worker live in that worker's partitions; use them through the other.
         batch_of_b = via_b.create_exact(user_key="b")

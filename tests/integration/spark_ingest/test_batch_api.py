@@ -114,6 +114,7 @@ def _ack_as_consumed(settings: Settings, storage: StorageTopic, url: str, stop: 
                 acked.extend(item_ids)
     finally:
         consumer.close()
+        client.close()
     return acked
 
 
@@ -151,5 +152,6 @@ def test_batch_wait_completes_once_every_event_is_acked(
     assert summary.produced == spec.rows - spec.invalid
     assert summary.batch_complete is True
     assert len(set(acked)) == summary.produced
-    state = BatchClient(batch_api).get_exact(int(str(summary.batch_id)))
+    with BatchClient(batch_api) as client:
+        state = client.get_exact(int(str(summary.batch_id)))
     assert (state["isComplete"], state["isClosed"], state["userKey"]) == (True, True, "bulk-1")
