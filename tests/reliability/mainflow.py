@@ -143,7 +143,10 @@ class MainFlowRun:
 
     def counts(self) -> dict[str, Any]:
         assert self.job is not None
-        out = self.job.stdout.read().decode() if self.job.stdout else ""
+        out = ""
+        if self.job.stdout is not None:
+            with self.job.stdout as pipe:  # closed here: else reported unclosed at garbage collection
+                out = pipe.read().decode()
         failure = f"{self.log()[-4000:]}\n--- worker errors ---\n{self.worker_errors()}"
         assert self.job.returncode == 0, failure
         counts: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
