@@ -88,7 +88,7 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
 
         ledger, _ = await hub.repository._read_ledger(actor)
         cabinet = next(c for c in ledger_cabinets(ledger) if c.message_type == "E66")
-        drawers = [d for d, _ in await hub.repository._open_drawers(cabinet, ledger.fence)]
+        drawers = [d for d, _ in await hub.repository._open_drawers(cabinet)]
         drawer_ids = [d.drawer_id for d in drawers]
         page_size = settings.hub_read_page_size
 

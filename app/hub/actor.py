@@ -1,7 +1,8 @@
 """An actor's bundle lifecycle as an event-sourced decider: BundlePeeked, BundleDequeued.
 
-State: the open (peeked, not dequeued) bundles, at most one per domain, plus the ids of
-recently dequeued bundles so a reused bundle id is refused.
+State: the open (peeked, not dequeued) bundles, at most one per domain, the ids of recently
+dequeued bundles so a reused bundle id is refused, and the acknowledgements of drawers that
+are recorded here and not yet written to the drawers (`DeferredAck`, app/hub/model.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from app.hub.bundling import BundleRef
 from app.hub.errors import BundleIdConflict
+from app.hub.model import DeferredAck
 
 __all__ = [
     "ActorBundles",
@@ -36,6 +38,7 @@ class BundlePeeked:
 @dataclass(frozen=True, slots=True)
 class BundleDequeued:
     bundle_id: str
+    deferred: tuple[DeferredAck, ...] = ()  # the bundle's drawers whose acknowledgement was not written
 
 
 ActorEvent = BundlePeeked | BundleDequeued
@@ -46,19 +49,27 @@ class ActorBundles:
     open: tuple[BundleRef, ...] = ()
     dequeued_ids: tuple[str, ...] = ()
     dequeues: int = 0  # every dequeue ever: a peek computed before one may show acknowledged events
+    deferred: tuple[DeferredAck, ...] = ()  # at most one per drawer
 
     def find(self, bundle_id: str) -> BundleRef | None:
         return next((b for b in self.open if b.bundle_id == bundle_id), None)
+
+    def deferred_acks(self) -> dict[str, DeferredAck]:
+        return {d.drawer_id: d for d in self.deferred}
 
 
 def evolve(state: ActorBundles, event: ActorEvent) -> ActorBundles:
     if isinstance(event, BundlePeeked):
         return replace(state, open=(*state.open, event.bundle))
+    # The dequeue wrote every drawer of the bundle it did not defer (or found it written before).
+    closed = state.find(event.bundle_id)
+    touched = {s.drawer_id for s in closed.slices} if closed is not None else set()
     return replace(
         state,
         open=tuple(b for b in state.open if b.bundle_id != event.bundle_id),
         dequeued_ids=(*state.dequeued_ids, event.bundle_id)[-REMEMBERED_DEQUEUED:],
         dequeues=state.dequeues + 1,
+        deferred=(*(d for d in state.deferred if d.drawer_id not in touched), *event.deferred),
     )
 
 
@@ -100,13 +111,13 @@ def decide_peek(
     return decision
 
 
-def decide_dequeue(bundle_id: str) -> Callable[[ActorBundles], tuple[bool, list[ActorEvent]]]:
+def decide_dequeue(closed: BundleDequeued) -> Callable[[ActorBundles], tuple[bool, list[ActorEvent]]]:
     """Close the bundle; False (no events) when it is no longer open."""
 
     def decision(state: ActorBundles) -> tuple[bool, list[ActorEvent]]:
-        if state.find(bundle_id) is None:
+        if state.find(closed.bundle_id) is None:
             return False, []
-        return True, [BundleDequeued(bundle_id)]
+        return True, [closed]
 
     return decision
 
@@ -122,7 +133,7 @@ class NextAfterDequeue:
 
 
 def decide_dequeue_then_peek(
-    bundle_id: str, candidate: BundleRef | None, domains: Sequence[str], dequeues_seen: int
+    closed: BundleDequeued, candidate: BundleRef | None, domains: Sequence[str], dequeues_seen: int
 ) -> Callable[[ActorBundles], tuple[NextAfterDequeue, list[ActorEvent]]]:
     """Close the bundle and record the next one with the same append.
 
@@ -133,9 +144,8 @@ def decide_dequeue_then_peek(
     append's If-Match checks the state the answer was decided on."""
 
     def decision(state: ActorBundles) -> tuple[NextAfterDequeue, list[ActorEvent]]:
-        if state.find(bundle_id) is None:
+        if state.find(closed.bundle_id) is None:
             return NextAfterDequeue(dequeued=False), []
-        closed = BundleDequeued(bundle_id)
         after = evolve(state, closed)
         existing = next((b for b in after.open if b.domain in domains), None)
         if existing is not None:

@@ -5,7 +5,8 @@ content (RollingState access), so a peek or dequeue loads the state with one poi
 tip, writes it with one If-Match replace, and concurrent peeks/dequeues of one actor are
 serialised by the tip's etag.
 
-The events themselves are not kept. The drawers record what was acknowledged; a kept history
+The events themselves are not kept. The drawers record what was acknowledged, with the positions
+the tip holds for drawers not written yet (DeferredAck); a kept history
 would grow by two events per bundle forever, and carrying ten of them in the tip made each tip
 write twice as large, plus a batch document every five bundles (about a tenth of a worker's
 CPU during a drain).

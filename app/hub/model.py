@@ -23,6 +23,7 @@ __all__ = [
     "CabinetKey",
     "CatalogEntry",
     "Claim",
+    "DeferredAck",
     "DrawerHead",
     "DrawerState",
     "Ledger",
@@ -31,6 +32,7 @@ __all__ = [
     "abandon",
     "acknowledge_drawer",
     "allocate",
+    "apply_deferred",
     "content_hash",
     "reconcile_catalog",
     "release",
@@ -321,6 +323,30 @@ def acknowledge_drawer(
     else:
         unacked_from = None
     return replace(drawer, ack_seq=ack_seq, unacked_from=unacked_from, acked=drawer.acked + bundle_events)
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredAck:
+    """A drawer's acknowledgement recorded in its actor's stream and not yet written to the drawer.
+
+    Only an acknowledgement that leaves events in the drawer is deferred (`next_seq` is never
+    None), so the drawer's catalog entry stays at or below its first unacknowledged event and a
+    save into it has no entry to add, written or not. `acked` is the drawer's total count."""
+
+    drawer_id: str
+    ack_seq: int
+    next_seq: int
+    acked: int
+
+
+def apply_deferred(drawer: DrawerState, deferred: DeferredAck | None) -> DrawerState:
+    """The drawer as its acknowledgements made it: the stored document with the deferred one applied.
+
+    Only the actor's acknowledgements move `ack_seq`, and one that writes the drawer writes every
+    deferred one with it, so a stored position at or beyond the deferred one already holds it."""
+    if deferred is None or deferred.ack_seq <= drawer.ack_seq:
+        return drawer
+    return replace(drawer, ack_seq=deferred.ack_seq, unacked_from=deferred.next_seq, acked=deferred.acked)
 
 
 def reconcile_catalog(

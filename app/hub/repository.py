@@ -34,6 +34,7 @@ from app.hub.model import (
     Allocation,
     CabinetKey,
     CatalogEntry,
+    DeferredAck,
     DrawerState,
     Ledger,
     Placement,
@@ -41,6 +42,7 @@ from app.hub.model import (
     abandon,
     acknowledge_drawer,
     allocate,
+    apply_deferred,
     catalog_partition,
     content_hash,
     reconcile_catalog,
@@ -54,7 +56,7 @@ from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
 from app.waiting import after_conflict
 
-__all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
+__all__ = ["Acknowledged", "HubRepository", "RepositoryOptions", "SaveResult"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ FIRST_AFTER_PAGE = 20
 MAX_CAS_ATTEMPTS = 50
 MAX_SAVE_PASSES = 5  # plans of one save that may meet index entries they did not know of
 LOOKUP_CONCURRENCY = 64  # index point reads in flight per save
+# Drawers of one actor whose acknowledgement may wait in its stream; beyond, a dequeue writes.
+MAX_DEFERRED_DRAWERS = 16
 
 C = TypeVar("C")  # the store's container handle
 
@@ -79,6 +83,13 @@ class RepositoryOptions:
 class SaveResult:
     saved: int
     duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    """What an acknowledge did not write: the drawers whose new position the dequeue records."""
+
+    deferred: tuple[DeferredAck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,11 +380,13 @@ class HubRepository(Generic[C]):
         bundle_id: str,
         builder: BundleBuilder,
         dequeues: int | None = None,
+        deferred: Mapping[str, DeferredAck] | None = None,
     ) -> Candidate | None:
         """The next bundle: from the cabinet holding the recipient's oldest visible event.
 
         With `dequeues` (the actor's dequeue count), what this peek learned of the cabinets is
-        kept, and the peek after this bundle's dequeue starts from it (app/hub/views.py)."""
+        kept, and the peek after this bundle's dequeue starts from it (app/hub/views.py).
+        `deferred`: the actor's acknowledgements not yet written to its drawers."""
         remembered = self._boards.get(recipient)
         self._boards.drop(recipient)
         board = None
@@ -403,7 +416,7 @@ class HubRepository(Generic[C]):
                 board, fresh = await self._read_catalog(recipient, domains, ledger), True
                 continue
             if cabinet not in board.drawers:
-                board = await self._check(board, cabinet, fence)
+                board = await self._check(board, cabinet, deferred or {})
                 continue
             read = await self._read(ledger, board.open_drawers(cabinet, fence), builder, board.runs)
             if not builder.closed and not current:
@@ -440,11 +453,19 @@ class HubRepository(Generic[C]):
         entries = [catalog_from_doc(doc) for docs in found for doc in docs]
         return CabinetBoard.from_catalog(domains, fence, entries, ledger)
 
-    async def _check(self, board: CabinetBoard, cabinet: CabinetKey, fence: int) -> CabinetBoard:
+    async def _check(
+        self, board: CabinetBoard, cabinet: CabinetKey, deferred: Mapping[str, DeferredAck]
+    ) -> CabinetBoard:
         """Read the cabinet's open drawers and fix its catalog entries (stale ones removed, missing
-        ones added): the board then knows the cabinet's true oldest event."""
-        drawers = await self._open_drawers(cabinet, fence)
-        first, stale, missing = reconcile_catalog(board.entries.get(cabinet, ()), [d for d, _ in drawers])
+        ones added): the board then knows the cabinet's true oldest event.
+
+        The catalog is checked against the drawers as stored: a deferred acknowledgement leaves the
+        drawer's entry where it is, at or below its first unacknowledged event, as a written one
+        does until a peek checks it."""
+        stored = await self._open_drawers(cabinet)
+        _, stale, missing = reconcile_catalog(board.entries.get(cabinet, ()), [d for d, _ in stored])
+        drawers = [(apply_deferred(d, deferred.get(d.drawer_id)), etag) for d, etag in stored]
+        first = min((d.unacked_from for d, _ in drawers if d.unacked_from is not None), default=None)
         # Added before any is removed: a drawer with events left keeps an entry at every moment.
         if missing:
             crash_point("hub.peek.catalog_added")
@@ -475,12 +496,14 @@ class HubRepository(Generic[C]):
             runs=runs,
         )
 
-    async def _open_drawers(self, cabinet: CabinetKey, fence: int) -> list[tuple[DrawerState, str]]:
-        """The cabinet's drawers with visible unacknowledged events, in order, with their etags."""
-        sql = 'SELECT * FROM c WHERE c.pk = @pk AND IS_NUMBER(c["from"]) AND c["from"] <= @fence'
-        docs = await self.io.query(
-            self.io.drawers, sql, cabinet.value, {"@pk": cabinet.value, "@fence": fence}
-        )
+    async def _open_drawers(self, cabinet: CabinetKey) -> list[tuple[DrawerState, str]]:
+        """The cabinet's drawers with unacknowledged events, in order, with their etags.
+
+        Those whose first unacknowledged event is above the fence too: the catalog is checked
+        against all of them (an entry of such a drawer is due, not stale), and the board shows
+        only what is below the fence."""
+        sql = 'SELECT * FROM c WHERE c.pk = @pk AND IS_NUMBER(c["from"])'
+        docs = await self.io.query(self.io.drawers, sql, cabinet.value, {"@pk": cabinet.value})
         return sorted(((drawer_from_doc(d), d["_etag"]) for d in docs), key=lambda pair: pair[0].ordinal)
 
     async def read_bundle(self, ref: BundleRef) -> tuple[StoredEvent, ...]:
@@ -511,52 +534,80 @@ class HubRepository(Generic[C]):
 
     # ---- Acknowledge ----------------------------------------------------------------------------
 
-    async def acknowledge(self, ref: BundleRef, dequeues: int | None = None) -> None:
-        """Advance every touched drawer under If-Match and rewrite its catalog entry (seed's table).
+    async def acknowledge(
+        self,
+        ref: BundleRef,
+        dequeues: int | None = None,
+        deferred: Mapping[str, DeferredAck] | None = None,
+    ) -> Acknowledged:
+        """Advance every touched drawer (seed's table), under If-Match, or defer the write.
+
+        With `deferred` (the actor's acknowledgements not yet written, by drawer), a drawer the
+        bundle leaves events in is not written: its new position is returned, for the dequeue to
+        record in the actor's stream, and every reader applies it to the stored drawer. A drawer
+        whose events the bundle ends is written, with what was deferred for it; so is any drawer
+        beyond MAX_DEFERRED_DRAWERS. Without `deferred` every drawer is written.
 
         With `dequeues` (the actor's dequeue count once this dequeue is recorded), the board of the
-        peek that formed `ref` is kept for the actor's next peek, with the drawers as written."""
-        written = await asyncio.gather(*(self._acknowledge_slice(ref, i) for i in range(len(ref.slices))))
+        peek that formed `ref` is kept for the actor's next peek, with the drawers as acknowledged."""
+        mine = {piece.drawer_id for piece in ref.slices}
+        room = 0
+        if deferred is not None:
+            room = MAX_DEFERRED_DRAWERS - sum(1 for drawer_id in deferred if drawer_id not in mine)
+        may_defer = [deferred is not None and i < room for i in range(len(ref.slices))]
+        outcomes = await asyncio.gather(
+            *(
+                self._acknowledge_slice(ref, i, (deferred or {}).get(piece.drawer_id), may_defer[i])
+                for i, piece in enumerate(ref.slices)
+            )
+        )
+        later = tuple(d for d, _, _ in outcomes if d is not None)
         recipient = ref.cabinet.recipient
         remembered = self._boards.get(recipient)
         if (
             dequeues is None
             or remembered is None
             or remembered[1] != ref.bundle_id
-            or not all(wrote for wrote, _ in written)
+            or not all(changed for _, changed, _ in outcomes)
         ):
             self._boards.drop(recipient)
-            return
-        after = {piece.drawer_id: now for piece, (_, now) in zip(ref.slices, written, strict=True)}
+            return Acknowledged(later)
+        after = {piece.drawer_id: now for piece, (_, _, now) in zip(ref.slices, outcomes, strict=True)}
         self._boards.put(recipient, remembered[0].dequeued(ref.cabinet, after, dequeues), ref.bundle_id)
+        return Acknowledged(later)
 
     def forget_board(self, recipient: str) -> None:
         """Drop what the last peek remembered (its dequeue was not recorded as this process's)."""
         self._boards.drop(recipient)
 
     async def _acknowledge_slice(
-        self, ref: BundleRef, index: int
-    ) -> tuple[bool, tuple[DrawerState, str] | None]:
-        """Whether this call wrote the drawer (not when acknowledged before), and the drawer as
-        written with its etag (None when it was drained and deleted)."""
+        self, ref: BundleRef, index: int, deferred: DeferredAck | None, may_defer: bool
+    ) -> tuple[DeferredAck | None, bool, tuple[DrawerState, str] | None]:
+        """The drawer's acknowledgement if deferred, whether this call moved the drawer (not when
+        acknowledged before), and the drawer as acknowledged with its stored etag (None when it
+        was drained and deleted)."""
         piece = ref.slices[index]
         cabinet = ref.cabinet
         # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
+        # `seen` already holds what was deferred for the drawer; its etag is the stored document's.
         known = (piece.seen, piece.etag) if piece.etag else None
         for attempt in range(MAX_CAS_ATTEMPTS):
             await after_conflict(attempt, MAX_CAS_ATTEMPTS)
             if known is None:
                 current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)
                 if current is None:
-                    return False, None  # drained and removed by an earlier acknowledge of this bundle
-                known = (drawer_from_doc(current), current["_etag"])
+                    return None, False, None  # drained and removed by an earlier acknowledge of this bundle
+                known = (apply_deferred(drawer_from_doc(current), deferred), current["_etag"])
             drawer, etag = known
             next_now: int | None = None
             if piece.next_seq is None and drawer.last_seq > max(drawer.ack_seq, piece.last_seq):
                 next_now = await self._first_after(drawer, max(drawer.ack_seq, piece.last_seq))
             updated = acknowledge_drawer(drawer, piece.last_seq, piece.next_seq, next_now, piece.count)
             if updated == drawer:
-                return False, None
+                return None, False, None
+            if may_defer and piece.next_seq is not None and updated.unacked_from == piece.next_seq:
+                later = DeferredAck(drawer.drawer_id, updated.ack_seq, piece.next_seq, updated.acked)
+                return later, True, (updated, etag)
             drained = updated.unacked_from is None and updated.used >= self.options.drawer_capacity
             crash_point("hub.ack.drawer")
             if drained:
@@ -572,7 +623,7 @@ class HubRepository(Generic[C]):
         # The catalog is left as it is: the drawer's entry stays at or below its first unacknowledged
         # event (or points at a drawer with nothing left), which a peek reading the catalog checks
         # and corrects (_check). A Save adds the entry of a drawer that had nothing unacknowledged.
-        return True, (None if drained else (updated, new_etag))
+        return None, True, (None if drained else (updated, new_etag))
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:
         """The first live (not voided) sequence number above `seq` in the drawer, page by page: a
@@ -594,12 +645,16 @@ class HubRepository(Generic[C]):
 
     # ---- Depth ----------------------------------------------------------------------------------
 
-    async def depth(self, recipient: str) -> dict[str, int]:
+    async def depth(
+        self, recipient: str, deferred: Mapping[str, DeferredAck] | None = None
+    ) -> dict[str, int]:
         """Visible, unacknowledged events per domain: what the actor can still peek.
 
-        Reads the event sequence numbers above each drawer's position (one query per open drawer)
-        and leaves out voided ones (crashed or abandoned saves) and any above the fence.
+        Reads the event sequence numbers above each drawer's position (one query per open drawer;
+        `deferred`: the actor's acknowledgements not yet written to them) and leaves out voided
+        ones (crashed or abandoned saves) and any above the fence.
         """
+        waiting = deferred or {}
         ledger = await self._read_ledger_reaped(recipient)
         cabinets = [CabinetKey(*value.split("|", 2)) for value in ledger.heads]
         drawer_sql = "SELECT * FROM c WHERE c.pk = @pk"
@@ -610,6 +665,7 @@ class HubRepository(Generic[C]):
 
         async def visible(doc: dict[str, Any]) -> int:
             drawer = drawer_from_doc(doc)
+            drawer = apply_deferred(drawer, waiting.get(drawer.drawer_id))
             if drawer.used <= drawer.acked:
                 return 0
             params = {"@pk": drawer.drawer_id, "@after": drawer.ack_seq}

@@ -172,7 +172,12 @@ class MessageHub:
                     continue
                 return PeekedBundle(existing, await self.repository.read_bundle(existing))
             candidate = await self.repository.next_unacknowledged(
-                actor, domains, bundle_id or str(uuid.uuid4()), BundleBuilder(), state.dequeues
+                actor,
+                domains,
+                bundle_id or str(uuid.uuid4()),
+                BundleBuilder(),
+                state.dequeues,
+                state.deferred_acks(),
             )
             if candidate is None:
                 if checked or await self._nothing_since(actor, domains, bundle_id, state):
@@ -223,8 +228,8 @@ class MessageHub:
             if bundle_id in state.dequeued_ids:
                 return
             raise BundleNotFound(f"no peeked bundle {bundle_id} for this actor")
-        await self.repository.acknowledge(ref, state.dequeues + 1)
-        if not await self.bundle_log.decide(actor, decide_dequeue(bundle_id)):
+        done = await self.repository.acknowledge(ref, state.dequeues + 1, state.deferred_acks())
+        if not await self.bundle_log.decide(actor, decide_dequeue(BundleDequeued(bundle_id, done.deferred))):
             self.repository.forget_board(actor)  # dequeued elsewhere: the count is not this one's
 
     async def dequeue_and_peek(
@@ -244,14 +249,16 @@ class MessageHub:
         if ref is None or open_bundle_for(after, domains, None) is not None:
             await self.dequeue(actor, bundle_id)
             return await self.peek(actor, domains)
-        await self.repository.acknowledge(ref, after.dequeues)
+        done = await self.repository.acknowledge(ref, after.dequeues, state.deferred_acks())
+        closed = BundleDequeued(bundle_id, done.deferred)
+        after = evolve(state, closed)
         candidate = await self.repository.next_unacknowledged(
-            actor, domains, str(uuid.uuid4()), BundleBuilder(), after.dequeues
+            actor, domains, str(uuid.uuid4()), BundleBuilder(), after.dequeues, after.deferred_acks()
         )
         outcome = await self.bundle_log.decide(
             actor,
             decide_dequeue_then_peek(
-                bundle_id, candidate.ref if candidate is not None else None, domains, after.dequeues
+                closed, candidate.ref if candidate is not None else None, domains, after.dequeues
             ),
         )
         if not outcome.dequeued:
@@ -265,4 +272,5 @@ class MessageHub:
         return PeekedBundle(outcome.bundle, await self.repository.read_bundle(outcome.bundle))
 
     async def depth(self, actor: str) -> dict[str, int]:
-        return await self.repository.depth(actor)
+        state = await self.bundle_log.load(actor)
+        return await self.repository.depth(actor, state.deferred_acks())

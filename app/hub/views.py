@@ -19,8 +19,9 @@ It also keeps, per drawer, the events its last read returned beyond the bundle (
 page of up to HUB_READ_PAGE_SIZE events and a bundle of the sample takes about ten): the next
 bundle starts from them and queries only for what lies beyond.
 
-The drawers are kept as this process wrote them at the dequeue; a save that wrote one since makes
-the acknowledge's If-Match fail once and read it again, as for any peek.
+The drawers are kept as this process acknowledged them at the dequeue (written, or with the
+position recorded in the actor's stream); a save that wrote one since makes the acknowledge's
+If-Match fail once and read it again, as for any peek.
 """
 
 from __future__ import annotations

@@ -83,18 +83,23 @@ def test_a_peek_read_before_a_dequeue_is_not_recorded() -> None:
 def test_dequeue_decision_only_for_open_bundles() -> None:
     bundle = ref()
     state = evolve(ActorBundles(), BundlePeeked(bundle))
-    assert decide_dequeue(bundle.bundle_id)(state) == (True, [BundleDequeued(bundle.bundle_id)])
-    assert decide_dequeue(str(uuid.uuid4()))(state) == (False, [])
+    closed = BundleDequeued(bundle.bundle_id)
+    assert decide_dequeue(closed)(state) == (True, [closed])
+    assert decide_dequeue(BundleDequeued(str(uuid.uuid4())))(state) == (False, [])
 
 
 def test_a_dequeue_that_peeks_records_both_with_one_append() -> None:
     bundle, following = ref(), ref()
     state = evolve(ActorBundles(), BundlePeeked(bundle))
-    decide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries",), state.dequeues + 1)
+    decide = decide_dequeue_then_peek(
+        BundleDequeued(bundle.bundle_id), following, ("timeseries",), state.dequeues + 1
+    )
     outcome, events = decide(state)
     assert outcome == NextAfterDequeue(dequeued=True, settled=True, bundle=following)
     assert events == [BundleDequeued(bundle.bundle_id), BundlePeeked(following)]
-    nothing = decide_dequeue_then_peek(bundle.bundle_id, None, ("timeseries",), state.dequeues + 1)
+    nothing = decide_dequeue_then_peek(
+        BundleDequeued(bundle.bundle_id), None, ("timeseries",), state.dequeues + 1
+    )
     assert nothing(state) == (NextAfterDequeue(True, True, None), [BundleDequeued(bundle.bundle_id)])
 
 
@@ -107,14 +112,14 @@ def test_a_dequeue_that_peeks_leaves_the_peek_to_the_stream_as_it_is() -> None:
     closed = [BundleDequeued(bundle.bundle_id)]
     # Dequeued through another worker already: nothing to record, the peek is an ordinary one.
     gone = evolve(opened, BundleDequeued(bundle.bundle_id))
-    decide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries",), seen)
+    decide = decide_dequeue_then_peek(closed[0], following, ("timeseries",), seen)
     assert decide(gone) == (NextAfterDequeue(dequeued=False), [])
     # Another dequeue counted since: the candidate may hold events acknowledged since.
     busier = evolve(evolve(opened, BundlePeeked(other)), BundleDequeued(other.bundle_id))
     assert decide(busier) == (NextAfterDequeue(dequeued=True), closed)
     # A bundle of another domain opened meanwhile is what a peek of every domain answers.
     both = evolve(opened, BundlePeeked(other))
-    wide = decide_dequeue_then_peek(bundle.bundle_id, following, ("timeseries", "masterdata"), seen)
+    wide = decide_dequeue_then_peek(closed[0], following, ("timeseries", "masterdata"), seen)
     assert wide(both) == (NextAfterDequeue(True, True, other), closed)
     # ... and not what a peek of the dequeued bundle's domain answers.
     assert decide(both) == (NextAfterDequeue(True, True, following), [*closed, BundlePeeked(following)])

@@ -58,11 +58,16 @@ async def test_a_dequeue_that_peeks_appends_once_and_writes_only_the_drawers() -
     third = await hub.dequeue_and_peek(RECIPIENT, second.bundle_id)
     assert third is not None
     done = kinds(seen)
-    # The second bundle's drawers, each written once (a full one left empty is deleted), then one
-    # append recording its dequeue and the third bundle; no stream, catalog or drawer read.
+    # The second bundle's drawers it ends, each written once (a full one left empty is deleted),
+    # then one append recording its dequeue, the position in the drawer it leaves events in, and
+    # the third bundle; no stream, catalog or drawer read.
     drawers = [k for k in done if k[1] == "drawers"]
-    assert len(drawers) == len(second.ref.slices) == 3, done
+    ended = [s for s in second.ref.slices if s.next_seq is None]
+    assert len(drawers) == len(ended) == 2 and len(second.ref.slices) == 3, done
     assert set(drawers) <= {("replace", "drawers"), ("delete", "drawers")}, done
+    left = second.ref.slices[-1]
+    recorded = (await hub.bundle_log.load(RECIPIENT)).deferred_acks()[left.drawer_id]
+    assert (recorded.ack_seq, recorded.next_seq, recorded.acked) == (left.last_seq, left.next_seq, 1)
     assert [k for k in done if k[1] == "streams"] == [("replace", "streams")], done
     assert done[-1] == ("replace", "streams"), done
     assert {k for k in done if k[1] not in ("drawers", "streams")} <= {
@@ -205,8 +210,10 @@ async def test_dequeues_that_peek_interrupted_at_any_write_and_retried_lose_and_
     writes: list[Request] = []
     world.store.before = count_writes(writes)
     assert ids_of(await drain_dequeuing_with_peek(world.worker())) == ids(saved)
-    # 5 bundles over 3 drawers: 6 drawer writes; the first peek's append, then one per dequeue.
-    assert len([k for k in kinds(writes) if k[1] == "drawers"]) == 6, kinds(writes)
+    # 5 bundles over 3 drawers: 3 drawer writes, each when a bundle ends the drawer's events (a
+    # bundle leaving events in a drawer records its position in the stream); the first peek's
+    # append, then one per dequeue.
+    assert len([k for k in kinds(writes) if k[1] == "drawers"]) == 3, kinds(writes)
     assert [k for k in kinds(writes) if k[1] == "streams"] == [("create", "streams")] + [
         ("replace", "streams")
     ] * 5

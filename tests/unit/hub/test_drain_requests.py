@@ -14,7 +14,7 @@ import itertools
 import pytest
 
 from app.crashpoints import InjectedFault, armed
-from app.hub import MessageHub, PeekedBundle
+from app.hub import MessageHub, PeekedBundle, repository
 from app.hub.documents import ledger_from_doc
 from app.hub.memory import Request
 from tests.unit.hub.memhub import (
@@ -56,10 +56,12 @@ async def test_after_its_own_dequeue_a_worker_peeks_and_dequeues_writing_the_dra
     streams = world.streams.requests
     await hub.dequeue(RECIPIENT, second.bundle_id)
     assert world.streams.requests == streams + 1  # BundleDequeued appended
-    # Each drawer the bundle touched is written once (a full one left empty is deleted); the catalog
-    # keeps its entries (never above a drawer's first unacknowledged event; a peek reading the
-    # catalog checks them).
-    assert len(seen) == len(second.ref.slices) == 3, kinds(seen)
+    # Each drawer whose events the bundle ends is written once (a full one left empty is deleted);
+    # the position in the drawer it leaves events in is recorded by the append. The catalog keeps
+    # its entries (never above a drawer's first unacknowledged event; a peek reading the catalog
+    # checks them).
+    ended = [s for s in second.ref.slices if s.next_seq is None]
+    assert len(seen) == len(ended) == 2 and len(second.ref.slices) == 3, kinds(seen)
     assert {k for k in kinds(seen)} <= {("replace", "drawers"), ("delete", "drawers")}, kinds(seen)
     assert ids_of([first, second, *await drain(hub)]) == ids(saved)
 
@@ -138,11 +140,15 @@ async def drain_in_turn(workers: list[MessageHub]) -> list[PeekedBundle]:
 
 @pytest.mark.parametrize("point", ["hub.peek.catalog_added", "hub.peek.catalog_removed"])
 async def test_a_peek_failing_while_it_corrects_the_catalog_and_retried_shows_each_event_once(
-    point: str,
+    point: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Dequeues leave the catalog pointing at acknowledged events; a worker without a board reads
     it, adds the entry at the drawer's first unacknowledged event and removes the old one. It fails
-    there and the actor peeks again (through a worker without a board each time)."""
+    there and the actor peeks again (through a worker without a board each time).
+
+    No acknowledgement is deferred (as for an actor holding the most deferred drawers): each
+    dequeue writes its drawers, so a drawer with events left gets a new entry."""
+    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
     world = World()
     saved = events("e", 9)
     first = world.worker()
@@ -218,3 +224,28 @@ async def test_a_drawer_drained_through_one_worker_is_queried_once() -> None:
     assert [len(b.events) for b in shown] == [5, 5, 2]
     assert ids_of(shown) == ids(saved)
     assert kinds(seen).count(("query", "events")) == 1, kinds(seen)
+
+
+async def test_a_peek_from_a_board_with_an_older_fence_keeps_the_entry_of_a_drawer_acknowledged_since(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's board holds the fence of its last catalog read. Another worker dequeued a bundle
+    of a cabinet this board never read, leaving the drawer's first unacknowledged event above that
+    fence. Checking the cabinet, the peek replaces the drawer's stale catalog entry with one at
+    that event: it used to remove it and add none (only drawers below the board's fence were
+    read), and the event was never shown again. (No acknowledgement is deferred: the dequeue writes
+    the drawer.)"""
+    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
+    world = World()
+    mine, other = world.worker(), world.worker()
+    await mine.save([event("a0", message_type="a"), event("b0", message_type="b")])
+    first = await mine.peek(RECIPIENT)
+    assert first is not None and [s.event.message_type for s in first.events] == ["a"]
+    await mine.dequeue(RECIPIENT, first.bundle_id)
+    later = [event("b1", message_type="b"), event("b2", message_type="b")]
+    await mine.save(later)  # cabinet b's drawer is full: b0, b1, b2
+    b0 = event("b0", message_type="b")
+    second = await other.peek(RECIPIENT)
+    assert second is not None and ids_of([second]) == ids([b0, later[0]])
+    await other.dequeue(RECIPIENT, second.bundle_id)
+    assert ids_of(await drain(mine)) == ids(later[1:])
