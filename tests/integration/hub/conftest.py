@@ -12,7 +12,7 @@ from app.cosmos import CosmosStore
 from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.hub.documents import catalog_from_doc, drawer_from_doc
-from app.hub.model import CatalogEntry, DrawerState
+from app.hub.model import CatalogEntry, DrawerState, apply_deferred
 from app.settings import Settings
 
 DRAWER_CAPACITY = 5
@@ -54,12 +54,21 @@ async def catalog(hub: MessageHub, recipient: str, domain: str = "timeseries") -
 
 
 async def drawers(
-    hub: MessageHub, recipient: str, domain: str = "timeseries", message_type: str = "mt"
+    hub: MessageHub,
+    recipient: str,
+    domain: str = "timeseries",
+    message_type: str = "mt",
+    *,
+    stored: bool = False,
 ) -> list[DrawerState]:
+    """The cabinet's drawers as the actor's acknowledgements made them: the stored documents with
+    the positions its stream holds for drawers not written yet (or as stored, `stored`)."""
     io = hub.repository.io
     pk = f"{recipient}|{domain}|{message_type}"
     docs = await io.query(io.drawers, "SELECT * FROM c WHERE c.pk = @pk", pk, {"@pk": pk})
-    return sorted((drawer_from_doc(d) for d in docs), key=lambda d: d.ordinal)
+    deferred = {} if stored else (await hub.bundle_log.load(recipient)).deferred_acks()
+    found = (apply_deferred(drawer_from_doc(d), deferred.get(d["id"])) for d in docs)
+    return sorted(found, key=lambda d: d.ordinal)
 
 
 def ids(items: Sequence[Any]) -> list[str]:

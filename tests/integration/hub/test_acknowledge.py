@@ -3,10 +3,13 @@ documents.
 
 A dequeue writes only the drawers it acknowledges: the drawer's position moves and its catalog
 entry stays where it was (at or below the drawer's first unacknowledged event, or pointing at a
-drawer with nothing left). A Save adds the entry of a drawer that had nothing unacknowledged. A
-peek that reads the catalog (through a worker that holds no board of the actor) corrects the
-entries of the cabinet it reads; each test then checks that the catalog points exactly at the
-drawers' first unacknowledged events.
+drawer with nothing left). A drawer the bundle leaves events in is not written at all: its position
+goes into the actor's stream, and the drawers here are read as the actor's acknowledgements made
+them (stored, with those positions applied). A Save adds the entry of a drawer that had nothing
+unacknowledged. A peek that reads the catalog (through a worker that holds no board of the actor)
+checks the entries of the cabinet it reads against the stored drawers; each test then checks that
+the catalog points exactly at the stored drawers' first unacknowledged events, never above the
+acknowledged ones.
 """
 
 from __future__ import annotations
@@ -36,8 +39,13 @@ async def dequeue_leaving_the_catalog(hub: MessageHub, actor: str, bundle_id: st
 
 async def assert_catalog_exact(hub: MessageHub, actor: str) -> None:
     entries = await catalog(hub, actor)
-    live = {(d.drawer_id, d.unacked_from) for d in await drawers(hub, actor) if d.unacked_from is not None}
+    stored = await drawers(hub, actor, stored=True)
+    live = {(d.drawer_id, d.unacked_from) for d in stored if d.unacked_from is not None}
     assert {(e.drawer_id, e.seq) for e in entries} == live
+    acknowledged = {d.drawer_id: d.unacked_from for d in await drawers(hub, actor)}
+    for entry in entries:
+        first = acknowledged[entry.drawer_id]
+        assert first is not None and entry.seq <= first
 
 
 async def test_events_left_after_peek_keep_the_entry_until_a_peek_reading_the_catalog_moves_it(
@@ -50,6 +58,8 @@ async def test_events_left_after_peek_keep_the_entry_until_a_peek_reading_the_ca
     assert bundle is not None and ids(bundle.events) == ids(saved[:2])
     [entry] = await dequeue_leaving_the_catalog(hub, actor, bundle.bundle_id)
     [drawer] = await drawers(hub, actor)
+    [stored] = await drawers(hub, actor, stored=True)
+    assert stored.ack_seq == 0 and stored.acked == 0  # the position waits in the actor's stream
     assert entry.drawer_id == drawer.drawer_id
     assert drawer.unacked_from == bundle.events[-1].seq + 1
     assert entry.seq == bundle.events[0].seq < drawer.unacked_from

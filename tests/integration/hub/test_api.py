@@ -13,7 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.crashpoints import armed
-from app.hub import MessageHub
+from app.hub import MessageHub, repository
+from app.hub.repository import MAX_DEFERRED_DRAWERS
 from app.hub.web import HubApi
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids
@@ -117,13 +118,29 @@ async def test_a_dequeue_asking_for_the_next_bundle_answers_it(
     assert wrong.status == 400 and "weather" in (await wrong.json())["reason"]
 
 
-@pytest.mark.parametrize("point", ["hub.ack.drawer", "eventstore.tip.replace"])
+@pytest.mark.parametrize(
+    ("point", "deferred_drawers"),
+    [("hub.ack.drawer", 0), ("eventstore.tip.replace", 0), ("eventstore.tip.replace", MAX_DEFERRED_DRAWERS)],
+    ids=["hub.ack.drawer", "eventstore.tip.replace-writing", "eventstore.tip.replace-deferring"],
+)
 @pytest.mark.parametrize("nth", [1, 2, 3])
 async def test_a_dequeue_asking_for_the_next_bundle_failing_at_a_write_and_repeated_shows_each_event_once(
-    client: Client, hub: MessageHub, stack: Settings, unique: str, point: str, nth: int
+    client: Client,
+    hub: MessageHub,
+    stack: Settings,
+    unique: str,
+    point: str,
+    deferred_drawers: int,
+    nth: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The write at the crash point fails (503) once, at its nth use during the drain; the actor
-    repeats the call, as it does after any 5xx. It is shown every event once, in order."""
+    repeats the call, as it does after any 5xx. It is shown every event once, in order.
+
+    With `deferred_drawers` 0 every dequeue writes its drawers (so the drawer write is reached at
+    every dequeue); otherwise a dequeue leaving events in a drawer records the drawer's position
+    with the append that fails."""
+    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", deferred_drawers)
     actor = f"crash-{unique}"
     auth = token(stack, actor)
     saved = [e for i in range(6) for e in events(actor, 1, bundleable=i % 2 == 0)]  # 4 bundles

@@ -16,13 +16,15 @@ async def test_concurrent_dequeues_and_a_racing_save_lose_no_acknowledgement(
     hub: MessageHub, unique: str
 ) -> None:
     actor = f"race-{unique}"
-    series = events(actor, 3, weight=20 * MB)
+    # The series bundle ends its drawer's events, so its dequeue writes the drawer (one that leaves
+    # events behind records the position in the actor's stream and writes nothing to race with).
+    series = events(actor, 2, weight=20 * MB)
     master = events(actor, 2, domain="masterdata")
     await hub.save(series + master)
     series_bundle = await hub.peek(actor, ("timeseries",))
     master_bundle = await hub.peek(actor, ("masterdata",))
     assert series_bundle is not None and master_bundle is not None
-    assert ids(series_bundle.events) == ids(series[:2]) and ids(master_bundle.events) == ids(master)
+    assert ids(series_bundle.events) == ids(series) and ids(master_bundle.events) == ids(master)
 
     io = hub.repository.io
     real_read = io.read
@@ -49,7 +51,7 @@ async def test_concurrent_dequeues_and_a_racing_save_lose_no_acknowledgement(
     assert injected.is_set() and io.counter.etag_conflicts > conflicts_before
     rest = await hub.peek(actor)
     # Nothing acknowledged comes back and nothing saved meanwhile is lost (same cabinet: one bundle).
-    assert rest is not None and ids(rest.events) == ids(series[2:] + racing)
+    assert rest is not None and ids(rest.events) == ids(racing)
     await hub.dequeue(actor, rest.bundle_id)
     assert await hub.peek(actor) is None
 

@@ -11,7 +11,7 @@ import pytest
 from app.cosmos import CosmosStore
 from app.crashpoints import InjectedFault, armed
 from app.dataavailable import DataAvailable
-from app.hub import MessageHub
+from app.hub import MessageHub, repository
 from app.hub.errors import SaveInProgress
 from app.hub.model import StoredEvent
 from app.settings import Settings
@@ -214,12 +214,14 @@ async def test_a_dequeue_failed_at_its_write_and_retried_shows_each_event_once(
 
 @pytest.mark.parametrize("point", ["hub.peek.catalog_added", "hub.peek.catalog_removed"])
 async def test_a_peek_failed_while_correcting_the_catalog_and_retried_shows_each_event_once(
-    stack: Settings, cosmos: CosmosStore, unique: str, point: str
+    stack: Settings, cosmos: CosmosStore, unique: str, point: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Dequeues leave the catalog entries pointing at acknowledged events; a peek through another
     worker (no board of this actor) reads the catalog and corrects it: the new entry is added,
     then the old one removed. The peek fails before either and the actor peeks again, each time
-    through a worker that reads the catalog: every event is still peeked exactly once, in order."""
+    through a worker that reads the catalog: every event is still peeked exactly once, in order.
+    No drawer position is deferred to the actor's stream: every dequeue writes its drawers."""
+    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
     settings = stack.model_copy(update={"hub_drawer_capacity": 3})
     first = await MessageHub.open(settings, store=cosmos)
     actor = f"peekfail-{unique}"
