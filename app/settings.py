@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     hub_save_concurrency: int = Field(default=16, ge=1, le=256, validation_alias="HUB_SAVE_CONCURRENCY")
     hub_save_recipients: int = Field(default=32, ge=1, le=4096, validation_alias="HUB_SAVE_RECIPIENTS")
     hub_save_lease_s: float = Field(default=15.0, gt=0, validation_alias="HUB_SAVE_LEASE_S")
+    # false: every dequeue writes its drawers (while workers of a version without deferred
+    # acknowledgements run beside this one; docs/hub.md)
+    hub_defer_acks: bool = Field(default=True, validation_alias="HUB_DEFER_ACKS")
 
     # subscription
     subscription_registry_topic: str = Field(

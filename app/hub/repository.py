@@ -77,6 +77,7 @@ class RepositoryOptions:
     page_size: int = 1000
     lease_s: float = 15.0  # renewed every third of it while the save runs
     save_recipients: int = 32  # recipients saved at once; the others wait before they claim
+    defer_acks: bool = True  # a dequeue may record a drawer's position in the actor's stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,15 +547,20 @@ class HubRepository(Generic[C]):
         bundle leaves events in is not written: its new position is returned, for the dequeue to
         record in the actor's stream, and every reader applies it to the stored drawer. A drawer
         whose events the bundle ends is written, with what was deferred for it; so is any drawer
-        beyond MAX_DEFERRED_DRAWERS. Without `deferred` every drawer is written.
+        beyond MAX_DEFERRED_DRAWERS. Without `deferred`, or with `defer_acks` off, every drawer is
+        written (what was deferred for it included).
 
         With `dequeues` (the actor's dequeue count once this dequeue is recorded), the board of the
         peek that formed `ref` is kept for the actor's next peek, with the drawers as acknowledged."""
         mine = {piece.drawer_id for piece in ref.slices}
         room = 0
-        if deferred is not None:
+        if deferred is not None and self.options.defer_acks:
             room = MAX_DEFERRED_DRAWERS - sum(1 for drawer_id in deferred if drawer_id not in mine)
-        may_defer = [deferred is not None and i < room for i in range(len(ref.slices))]
+        may_defer: list[bool] = []
+        for piece in ref.slices:  # only a slice leaving events in its drawer may be deferred
+            allowed = room > 0 and piece.next_seq is not None
+            room -= allowed
+            may_defer.append(allowed)
         outcomes = await asyncio.gather(
             *(
                 self._acknowledge_slice(ref, i, (deferred or {}).get(piece.drawer_id), may_defer[i])

@@ -129,6 +129,7 @@ class MessageHub:
             page_size=settings.hub_read_page_size,
             lease_s=settings.hub_save_lease_s,
             save_recipients=settings.hub_save_recipients,
+            defer_acks=settings.hub_defer_acks,
         )
         log = bundle_log or await EventStoreBundleLog.open(cosmos, f"{prefix}-bundle-streams")
         return cls(HubRepository(io, options), log, cosmos if owned else None)

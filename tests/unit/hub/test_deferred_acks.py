@@ -11,13 +11,14 @@ and the drawers at the end (stored, with what the stream holds for them applied)
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.hub import MessageHub, PeekedBundle, repository
+from app.hub import HubRepository, MessageHub, PeekedBundle, repository
 from app.hub.documents import drawer_from_doc
 from app.hub.model import DrawerState, apply_deferred
 from tests.unit.hub.memhub import RECIPIENT, World, drain, event, ids_of
@@ -148,3 +149,41 @@ async def test_a_deferred_position_is_written_with_the_bundle_that_ends_the_draw
     # stream holds nothing for it any more.
     assert world.store.drawers.documents() == []
     assert (await hub.bundle_log.load(RECIPIENT)).deferred == ()
+
+
+async def test_a_worker_with_deferral_off_honours_recorded_positions_and_writes_them() -> None:
+    """HUB_DEFER_ACKS=false (workers of an older version run beside this one): such a worker
+    defers nothing, applies the positions another worker recorded, and writes them with its
+    dequeue of the drawer's next bundle."""
+    world = World()
+    deferring = world.worker()
+    writing = world.worker(HubRepository(world.store, replace(world.options, defer_acks=False)))
+    saved = [event(f"e{i}") for i in range(3)]  # one full drawer, bundles of 2 and 1
+    await deferring.save(saved)
+    first = await deferring.peek(RECIPIENT)
+    assert first is not None
+    await deferring.dequeue(RECIPIENT, first.bundle_id)
+    assert len((await writing.bundle_log.load(RECIPIENT)).deferred) == 1
+    (stored,) = world.store.drawers.documents()
+    assert drawer_from_doc(stored).ack_seq == 0
+    second = await writing.peek(RECIPIENT)
+    assert second is not None and ids_of([second]) == [saved[2].id]
+    assert await writing.depth(RECIPIENT) == {"timeseries": 1}
+    await writing.dequeue(RECIPIENT, second.bundle_id)
+    assert world.store.drawers.documents() == []  # written (full and drained: deleted)
+    assert (await writing.bundle_log.load(RECIPIENT)).deferred == ()
+    assert await drain(deferring) == []
+
+
+async def test_with_deferral_off_a_dequeue_leaving_events_in_a_drawer_writes_it() -> None:
+    world = World()
+    writing = world.worker(HubRepository(world.store, replace(world.options, defer_acks=False)))
+    saved = [event(f"e{i}") for i in range(3)]
+    await writing.save(saved)
+    first = await writing.peek(RECIPIENT)
+    assert first is not None and first.ref.slices[-1].next_seq is not None
+    await writing.dequeue(RECIPIENT, first.bundle_id)
+    (stored,) = world.store.drawers.documents()
+    assert drawer_from_doc(stored).ack_seq == first.ref.slices[-1].last_seq
+    assert (await writing.bundle_log.load(RECIPIENT)).deferred == ()
+    assert ids_of(await drain(writing)) == [saved[2].id]
