@@ -350,13 +350,18 @@ def apply_deferred(drawer: DrawerState, deferred: DeferredAck | None) -> DrawerS
 
 
 def reconcile_catalog(
-    entries: Sequence[CatalogEntry], open_drawers: Sequence[DrawerState]
+    entries: Sequence[CatalogEntry],
+    open_drawers: Sequence[DrawerState],
+    current: Sequence[DrawerState] | None = None,
 ) -> tuple[int | None, list[CatalogEntry], list[CatalogEntry]]:
     """Check one cabinet's catalog entries against its drawers (as a peek reads them).
 
     Returns the cabinet's true first unacknowledged sequence number (None: nothing open), the
     entries that no longer point at a drawer's first unacknowledged event (left by a dequeue or
     a crash; the peek deletes them), and the entries missing for open drawers (the peek adds them).
+    The entries are checked against the drawers as stored; the first event is taken from
+    `current`, the same drawers with the actor's deferred acknowledgements applied (default: as
+    stored), since a deferred position leaves the drawer's entry where it is.
     """
     wanted = {(d.drawer_id, d.unacked_from): d for d in open_drawers if d.unacked_from is not None}
     have = {(e.drawer_id, e.seq) for e in entries}
@@ -366,5 +371,6 @@ def reconcile_catalog(
         for (_, seq), d in wanted.items()
         if (d.drawer_id, seq) not in have
     ]
-    first = min((seq for _, seq in wanted), default=None)
+    firsts = (d.unacked_from for d in (open_drawers if current is None else current))
+    first = min((seq for seq in firsts if seq is not None), default=None)
     return first, stale, missing

@@ -56,7 +56,7 @@ from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
 from app.waiting import after_conflict
 
-__all__ = ["Acknowledged", "HubRepository", "RepositoryOptions", "SaveResult"]
+__all__ = ["HubRepository", "RepositoryOptions", "SaveResult"]
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +84,6 @@ class RepositoryOptions:
 class SaveResult:
     saved: int
     duplicates: int
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledged:
-    """What an acknowledge did not write: the drawers whose new position the dequeue records."""
-
-    deferred: tuple[DeferredAck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,9 +457,10 @@ class HubRepository(Generic[C]):
         drawer's entry where it is, at or below its first unacknowledged event, as a written one
         does until a peek checks it."""
         stored = await self._open_drawers(cabinet)
-        _, stale, missing = reconcile_catalog(board.entries.get(cabinet, ()), [d for d, _ in stored])
         drawers = [(apply_deferred(d, deferred.get(d.drawer_id)), etag) for d, etag in stored]
-        first = min((d.unacked_from for d, _ in drawers if d.unacked_from is not None), default=None)
+        first, stale, missing = reconcile_catalog(
+            board.entries.get(cabinet, ()), [d for d, _ in stored], [d for d, _ in drawers]
+        )
         # Added before any is removed: a drawer with events left keeps an entry at every moment.
         if missing:
             crash_point("hub.peek.catalog_added")
@@ -540,15 +534,15 @@ class HubRepository(Generic[C]):
         ref: BundleRef,
         dequeues: int | None = None,
         deferred: Mapping[str, DeferredAck] | None = None,
-    ) -> Acknowledged:
+    ) -> tuple[DeferredAck, ...]:
         """Advance every touched drawer (seed's table), under If-Match, or defer the write.
 
         With `deferred` (the actor's acknowledgements not yet written, by drawer), a drawer the
-        bundle leaves events in is not written: its new position is returned, for the dequeue to
-        record in the actor's stream, and every reader applies it to the stored drawer. A drawer
-        whose events the bundle ends is written, with what was deferred for it; so is any drawer
-        beyond MAX_DEFERRED_DRAWERS. Without `deferred`, or with `defer_acks` off, every drawer is
-        written (what was deferred for it included).
+        bundle leaves events in is not written: its new position is returned (the DeferredAcks),
+        for the dequeue to record in the actor's stream, and every reader applies it to the stored
+        drawer. A drawer whose events the bundle ends is written, with what was deferred for it;
+        so is any drawer beyond MAX_DEFERRED_DRAWERS. Without `deferred`, or with `defer_acks`
+        off, every drawer is written (what was deferred for it included).
 
         With `dequeues` (the actor's dequeue count once this dequeue is recorded), the board of the
         peek that formed `ref` is kept for the actor's next peek, with the drawers as acknowledged."""
@@ -577,10 +571,10 @@ class HubRepository(Generic[C]):
             or not all(changed for _, changed, _ in outcomes)
         ):
             self._boards.drop(recipient)
-            return Acknowledged(later)
+            return later
         after = {piece.drawer_id: now for piece, (_, _, now) in zip(ref.slices, outcomes, strict=True)}
         self._boards.put(recipient, remembered[0].dequeued(ref.cabinet, after, dequeues), ref.bundle_id)
-        return Acknowledged(later)
+        return later
 
     def forget_board(self, recipient: str) -> None:
         """Drop what the last peek remembered (its dequeue was not recorded as this process's)."""

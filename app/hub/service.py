@@ -229,8 +229,8 @@ class MessageHub:
             if bundle_id in state.dequeued_ids:
                 return
             raise BundleNotFound(f"no peeked bundle {bundle_id} for this actor")
-        done = await self.repository.acknowledge(ref, state.dequeues + 1, state.deferred_acks())
-        if not await self.bundle_log.decide(actor, decide_dequeue(BundleDequeued(bundle_id, done.deferred))):
+        later = await self.repository.acknowledge(ref, state.dequeues + 1, state.deferred_acks())
+        if not await self.bundle_log.decide(actor, decide_dequeue(BundleDequeued(bundle_id, later))):
             self.repository.forget_board(actor)  # dequeued elsewhere: the count is not this one's
 
     async def dequeue_and_peek(
@@ -250,8 +250,8 @@ class MessageHub:
         if ref is None or open_bundle_for(after, domains, None) is not None:
             await self.dequeue(actor, bundle_id)
             return await self.peek(actor, domains)
-        done = await self.repository.acknowledge(ref, after.dequeues, state.deferred_acks())
-        closed = BundleDequeued(bundle_id, done.deferred)
+        later = await self.repository.acknowledge(ref, after.dequeues, state.deferred_acks())
+        closed = BundleDequeued(bundle_id, later)
         after = evolve(state, closed)
         candidate = await self.repository.next_unacknowledged(
             actor, domains, str(uuid.uuid4()), BundleBuilder(), after.dequeues, after.deferred_acks()

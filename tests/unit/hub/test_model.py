@@ -199,3 +199,13 @@ def test_reconcile_catalog_finds_the_true_first_event_and_stale_or_missing_entri
     assert to_delete == [stale, gone]
     assert to_add == [CatalogEntry(CAB, "a", 5)]
     assert reconcile_catalog([stale], []) == (None, [stale], [])
+
+
+def test_reconcile_catalog_takes_the_first_event_from_the_drawers_with_deferred_positions() -> None:
+    from app.hub.model import CatalogEntry, reconcile_catalog
+
+    stored = DrawerState("a", CAB, 0, last_seq=10, unacked_from=1, used=10)
+    deferred = DrawerState("a", CAB, 0, last_seq=10, ack_seq=6, unacked_from=7, used=10, acked=6)
+    entry = CatalogEntry(CAB, "a", 1)  # the entry stays where the stored drawer points
+    first, to_delete, to_add = reconcile_catalog([entry], [stored], [deferred])
+    assert (first, to_delete, to_add) == (7, [], [])
