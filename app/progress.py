@@ -77,7 +77,7 @@ class Stages:
             TimeRemainingColumn(),
             console=console,
             transient=False,
-            auto_refresh=console.is_terminal,
+            disable=not console.is_terminal,  # a log gets a line per finished stage (finish)
             get_time=time.monotonic,
         )
         self._ids: dict[str, TaskID] = {

@@ -32,6 +32,18 @@ def test_a_stage_counts_from_its_first_update_and_stops_at_finish() -> None:
     assert "Spark → topic: 100 in" in out.getvalue(), "a log shows a line when a stage finishes"
 
 
+def test_a_log_gets_one_line_per_finished_stage_and_no_bars() -> None:
+    console, out = _console()
+    with Stages(console, STAGES) as stages:
+        stages.update("spark", 100, 100)
+        stages.finish("spark")
+        stages.update("hub", 40, 100)
+    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert lines[0].startswith("  Spark → topic: 100 in"), lines
+    assert lines[1].startswith("  hub saved: 40 in"), lines
+    assert len(lines) == 2, f"bars were drawn into a log: {lines}"
+
+
 def test_finish_of_a_stage_never_started_does_nothing() -> None:
     console, out = _console()
     with Stages(console, STAGES) as stages:
