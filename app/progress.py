@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["StageFigures", "Stages"]
+__all__ = ["StageFigures", "Stages", "stage_timeline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +155,14 @@ class Stages:
                 f"{figures.rate:,.0f}",
             )
         return table
+
+
+def stage_timeline(figures: Mapping[str, StageFigures], since: float) -> dict[str, list[float | None]]:
+    """Per stage, [start, end] in seconds after `since` (a time.monotonic()); end None while it runs."""
+    return {
+        key: [
+            round(f.started_at - since, 2),
+            None if f.ended_at is None else round(f.ended_at - since, 2),
+        ]
+        for key, f in figures.items()
+    }

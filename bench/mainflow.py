@@ -11,19 +11,26 @@ event, in batches of 100 per partition) created through the same client and batc
 as many batches in flight as the two workers' write gates allow, into a fresh database that is
 deleted afterwards. Its events/s is half the documents/s.
 
-    .venv/bin/python bench/mainflow.py [--events 200000] [--recipients 1000]
+With `--cpu`, the CPU time of every process is sampled through the run and printed by role
+(workers, endpoint, Spark, broker, ...) for the flow's window (Spark's first task to the hub's
+last consumed event) and for the ceiling's: where the flow's core-seconds go.
+
+    .venv/bin/python bench/mainflow.py [--events 200000] [--recipients 1000] [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import time
 import uuid
 from collections import defaultdict
 from typing import Any
 
 import orjson
+from cpu_share import CpuSampler
 from rich.console import Console
 
 from app.cosmos import open_cosmos
@@ -55,7 +62,10 @@ def _documents(events: int, recipients: int) -> dict[tuple[str, str], list[dict[
     return docs
 
 
-async def ceiling(settings: Settings, events: int, recipients: int) -> dict[str, float]:
+async def ceiling(
+    settings: Settings, events: int, recipients: int
+) -> tuple[dict[str, float], tuple[float, float]]:
+    """The ceiling's figures, and the time.monotonic() window of its creates."""
     docs = _documents(events, recipients)
     store = await open_cosmos(settings, f"bench-ceiling-{uuid.uuid4().hex[:8]}")
     try:
@@ -67,13 +77,14 @@ async def ceiling(settings: Settings, events: int, recipients: int) -> dict[str,
             write_gate=asyncio.Semaphore(WORKERS * settings.hub_save_concurrency),
         )  # fmt: skip
         containers = {"events": events_c, "ids": ids_c}
-        started = time.perf_counter()
+        started = time.monotonic()
         await asyncio.gather(
             *(io.bulk_create(containers[role], pk, batch) for (role, pk), batch in docs.items())
         )
-        seconds = time.perf_counter() - started
+        ended = time.monotonic()
+        seconds = ended - started
         count = sum(len(batch) for batch in docs.values())
-        return {"documents": count, "seconds": seconds, "events_per_s": events / seconds}
+        return {"documents": count, "seconds": seconds, "events_per_s": events / seconds}, (started, ended)
     finally:
         try:
             await store.client.delete_database(store.database.id)
@@ -86,14 +97,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--recipients", type=int, default=1000)
+    parser.add_argument("--cpu", action="store_true", help="CPU time by role over the flow and the ceiling")
     args = parser.parse_args()
     settings = get_settings()
     console = Console(stderr=True)
-    counts = run_main_job(
-        settings, MainJobOptions(events=args.events, recipients=args.recipients, invalid=0), console
-    )
-    flow = float(counts["spark_to_hub_events_per_s"])
-    top = asyncio.run(ceiling(settings, counts["produced"], args.recipients))
+    with CpuSampler() if args.cpu else contextlib.nullcontext() as sampler:
+        job_started = time.monotonic()
+        counts = run_main_job(
+            settings, MainJobOptions(events=args.events, recipients=args.recipients, invalid=0), console
+        )
+        flow = float(counts["spark_to_hub_events_per_s"])
+        top, creates = asyncio.run(ceiling(settings, counts["produced"], args.recipients))
+    if sampler is not None:
+        spark, hub = counts["stage_timeline"]["spark"], counts["stage_timeline"]["hub"]
+        windows = {"flow": (job_started + spark[0], job_started + hub[1]), "ceiling": creates}
+        _print_cpu(sampler, windows)
     print(f"flow      Spark → hub {counts['produced']:,} events: {flow:,.0f} events/s")
     print(f"          job {counts['seconds']:,.0f} s, retries {counts['retries']}")
     print(f"          stage seconds {counts['stage_seconds']}")
@@ -103,6 +121,21 @@ def main() -> None:
     )
     print(f"ratio     flow / ceiling = {flow / top['events_per_s']:.2f} (target >= 0.4)")
     print(orjson.dumps({"flow": counts, "ceiling": top}).decode())
+
+
+def _print_cpu(sampler: CpuSampler, windows: dict[str, tuple[float, float]]) -> None:
+    spent = {name: sampler.core_seconds(*window) for name, window in windows.items()}
+    roles = sorted(
+        {role for by_role in spent.values() for role in by_role}, key=lambda r: -spent["flow"].get(r, 0)
+    )
+    cores = os.cpu_count() or 1
+    header = "".join(f"{name:>16}" for name in windows)
+    print(f"cpu       core-seconds by role{header}")
+    for role in roles:
+        print(f"          {role:<26}" + "".join(f"{spent[name].get(role, 0.0):>16.1f}" for name in windows))
+    print(f"          {'all':<26}" + "".join(f"{sum(spent[name].values()):>16.1f}" for name in windows))
+    walls = "".join(f"{(end - start) * cores:>16.1f}" for start, end in windows.values())
+    print(f"          {f'available ({cores} cores)':<26}{walls}")
 
 
 if __name__ == "__main__":

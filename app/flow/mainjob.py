@@ -43,7 +43,7 @@ from app.flow.readback import (
     subscription_topics,
 )
 from app.flow.watch import FLOW_STAGES, FlowWatch
-from app.progress import StageFigures, Stages
+from app.progress import StageFigures, Stages, stage_timeline
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
@@ -359,6 +359,7 @@ def run_main_job(
         "stage_seconds": {key: round(f.seconds, 1) for key, f in figures.items()},
         "stage_rates": {key: round(f.rate, 1) for key, f in figures.items()},
         "spark_to_hub_events_per_s": _spark_to_hub_rate(figures, produced),
+        "stage_timeline": stage_timeline(figures, started),
         "seconds": round(time.monotonic() - started, 1),
     }
     if retries or dead_letters:

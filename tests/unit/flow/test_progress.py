@@ -63,3 +63,13 @@ def test_the_summary_table_lists_started_stages_in_order() -> None:
     text = table.getvalue()
     assert text.index("Spark → topic") < text.index("hub saved"), "stages keep their declared order"
     assert "actors drained" not in text
+
+
+def test_the_timeline_places_each_stage_after_the_job_start() -> None:
+    from app.progress import StageFigures, stage_timeline
+
+    figures = {
+        "spark": StageFigures("spark", "Spark → topic", 10, 10, started_at=105.0, ended_at=111.5),
+        "hub": StageFigures("hub", "hub saved", 4, 10, started_at=106.25, ended_at=None),
+    }
+    assert stage_timeline(figures, since=100.0) == {"spark": [5.0, 11.5], "hub": [6.25, None]}
