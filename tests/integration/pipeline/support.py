@@ -12,11 +12,14 @@ from typing import Any
 
 import orjson
 
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.settings import Settings
 from tests.support.ports import free_port
 from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
-__all__ = ["HUBSTREAM", "cli", "cli_json", "free_port", "start", "status", "stop", "wait"]
+__all__ = ["HUBSTREAM", "cli", "cli_json", "composite_with", "free_port", "start", "status", "stop", "wait"]
 
 HUBSTREAM = str(Path(sys.executable).with_name("hubstream"))
 
@@ -71,3 +74,13 @@ def cli_json(*args: str, port: int | None = None) -> Any:
 def status(name: str, port: int | None = None) -> dict[str, Any]:
     report: dict[str, Any] = cli_json("status", name, port=port)
     return report
+
+
+def composite_with(
+    stack: Settings, metadata: MetadataStore, name: str, partitions: int, messages: int, groups: int
+) -> None:
+    """A composite topic holding `messages` records {"id": "m<i>", "i": i} over `groups` groups."""
+    metadata.create(name, partitions)
+    with CompositeProducer(stack, name, store=metadata) as producer:
+        for i in range(messages):
+            producer.produce(f"g{i % groups}", {"id": f"m{i}", "i": i})

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import armed
 from app.pipeline.engine import PipelineRuntime
@@ -19,6 +18,7 @@ from app.pipeline.kafka_log import KafkaCommitLog, read_log_range
 from app.pipeline.memory import MemoryStateStore
 from app.pipeline.readers import CompositeSource
 from app.settings import Settings
+from tests.integration.pipeline.support import composite_with
 from tests.support.waiting import async_wait_until
 
 pytestmark = pytest.mark.integration
@@ -44,10 +44,7 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
     stack: Settings, metadata: MetadataStore, unique: str, point: str, max_record_bytes: int
 ) -> None:
     name = f"refused-{unique}"
-    metadata.create(name, 2)
-    with CompositeProducer(stack, name, store=metadata) as producer:
-        for i in range(MESSAGES):
-            producer.produce(f"g{i % 7}", {"id": f"m{i}", "i": i})
+    composite_with(stack, metadata, name, 2, MESSAGES, groups=7)
     log = KafkaCommitLog(stack.bootstrap, f"refused-log-{unique}", max_record_bytes)
     log.ensure_topic()
     source = CompositeSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.pipeline.readers import CompositeSource
 from app.settings import Settings
+from tests.integration.pipeline.support import composite_with
 
 pytestmark = pytest.mark.integration
 
@@ -65,10 +65,7 @@ def test_records_the_client_skipped_are_read_back(
     stack: Settings, metadata: MetadataStore, unique: str
 ) -> None:
     name = f"skipped-{unique}"
-    metadata.create(name, 2)
-    with CompositeProducer(stack, name, store=metadata) as producer:
-        for i in range(MESSAGES):
-            producer.produce(f"g{i % 11}", {"id": f"m{i}", "i": i})
+    composite_with(stack, metadata, name, 2, MESSAGES, groups=11)
     source = JumpingClientSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)
 
     seen = asyncio.run(read_all(source, MESSAGES, timeout_s=60))
