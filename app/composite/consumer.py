@@ -10,8 +10,9 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.composite.errors import ReadPointerOutOfRange
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
-from app.kafka.admin import true_end_offsets
+from app.kafka.admin import true_end_offsets, true_start_offsets
 from app.kafka.consuming import partition_reader
+from app.kafka.sequence import SequenceGuard
 
 __all__ = ["ConsumedMessage", "consume"]
 
@@ -40,20 +41,24 @@ def consume(
     storage = store.get(name).storage(read_pointer, partition)
     consumer = partition_reader(store.bootstrap, "hubstream-reader", partition_eof=True)
     try:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(storage.name, partition), timeout=timeout_s)
-        high = true_end_offsets(store.bootstrap, [(storage.name, partition)], timeout_s)[0]
+        where = [(storage.name, partition)]
+        low = true_start_offsets(store.bootstrap, where, timeout_s)[0]
+        high = true_end_offsets(store.bootstrap, where, timeout_s)[0]
         if not low <= offset < high:
             raise ReadPointerOutOfRange(
                 f"{storage.name}[{partition}] offset={offset} is outside the readable range {low}..{high - 1}"
             )
         consumer.assign([TopicPartition(storage.name, partition, offset)])
+        guard = SequenceGuard.of(consumer)
+        guard.expect(storage.name, partition, offset)
         wanted = min(max_messages, high - offset)
         out: list[ConsumedMessage] = []
         deadline = time.monotonic() + timeout_s
         while len(out) < wanted and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
+            polled = guard.admit(consumer.consume(1, 0.5))
+            if not polled:
                 continue
+            msg = polled[0]
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     break

@@ -26,7 +26,8 @@ __all__ = ["ask_owner", "changelog_states", "dead_letters", "key_state", "member
 
 
 def members(bootstrap: str, name: str) -> list[Member]:
-    return live_members([(m.key(), m.value()) for m in read_topic(bootstrap, f"{name}-members")])
+    records = read_topic(bootstrap, f"{name}-members", compacted=True)
+    return live_members([(m.key(), m.value()) for m in records])
 
 
 def key_state(bootstrap: str, name: str, key: str) -> dict[int, dict[str, Any]]:
@@ -41,7 +42,7 @@ def changelog_states(bootstrap: str, name: str, key: str, partitions: list[int])
     found: dict[int, dict[str, Any] | None] = {}
     wanted = key.encode()
     topic = f"{name}-state"
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}, compacted=True):
         if msg.key() == wanted:
             value = msg.value()
             found[msg.partition()] = None if value is None else orjson.loads(value)

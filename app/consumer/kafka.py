@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
@@ -58,6 +58,7 @@ from app.errors import ConfigError, HubstreamError
 from app.kafka.consuming import group_member, partition_reader
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
+from app.kafka.sequence import SequenceGuard
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
@@ -86,6 +87,7 @@ class KeyedConsumer:
         self._started_ms = int(time.time() * 1000)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._consumer: Consumer | None = None
+        self._guard: SequenceGuard | None = None  # checks where each assigned partition starts
         self._owned: set[int] = set()
         self._trackers: dict[TP, OffsetTracker] = {}
         self._committed: dict[TP, Commit] = {}
@@ -166,6 +168,8 @@ class KeyedConsumer:
             },
         )
         self._consumer = consumer
+        # Only starts are checked: a source topic may be compacted (app.kafka.sequence).
+        self._guard = SequenceGuard.of(consumer, compacted=True)
         subscribed = list(self._topics)
         consumer.subscribe(
             subscribed,
@@ -305,7 +309,7 @@ class KeyedConsumer:
                 if full and full_for <= 1.0:
                     time.sleep(0.002)
                 else:
-                    msgs = consumer.consume(1000, 0.1)
+                    msgs = self._guarded().admit(consumer.consume(1000, 0.1))
                     if msgs:
                         self._posted += len(msgs)
                         loop.call_soon_threadsafe(self._admit_batch, msgs)
@@ -360,6 +364,10 @@ class KeyedConsumer:
         else:
             asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         committed = consumer.committed(asked, timeout=30) if asked else []
+        self._guarded().expect_all(
+            TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+            for tp in committed  # (none committed: read from the beginning, auto.offset.reset)
+        )
         retry_from = {tp.partition: max(0, tp.offset) for tp in committed if tp.topic == s.retry_topic}
         self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
         if self._store is not None:
@@ -401,7 +409,12 @@ class KeyedConsumer:
             found[(tp.topic, tp.partition)] = decode_finished(tp.offset, tp.metadata)
         return found
 
+    def _guarded(self) -> SequenceGuard:
+        assert self._guard is not None, "the guard is made with the consumer"
+        return self._guard
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
         log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
         self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
         self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
@@ -428,6 +441,7 @@ class KeyedConsumer:
         self._loop.call_soon_threadsafe(self._committed.update, taken)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
         self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
 

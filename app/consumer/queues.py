@@ -36,7 +36,7 @@ class KafkaStateLog:
         loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
         marks = {p: 0 for p in partitions}
         starts = {(self.settings.state_topic, p): 0 for p in partitions}
-        for msg in read_from(self.settings.bootstrap, starts):
+        for msg in read_from(self.settings.bootstrap, starts, compacted=True):
             if msg.key() == DLQ_MARK_KEY:
                 if msg.value() is not None:
                     marks[msg.partition()] = max(

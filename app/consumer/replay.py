@@ -43,7 +43,7 @@ class ConsumerRunning(ConflictError):
 
 def _newest_states(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, dict[str, GroupState]]:
     states: dict[int, dict[str, GroupState]] = defaultdict(dict)
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}, compacted=True):
         if msg.key() == DLQ_MARK_KEY:
             continue
         key = (msg.key() or b"").decode("utf-8", "replace")

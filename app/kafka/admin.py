@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.kafka.consuming import offset_client, partition_reader
 from app.waiting import poll_until
 
-__all__ = ["KafkaAdmin", "TopicSpec", "committed_offsets", "resume_offsets", "true_end_offsets"]
+__all__ = [
+    "KafkaAdmin",
+    "TopicSpec",
+    "committed_offsets",
+    "resume_offsets",
+    "true_end_offsets",
+    "true_start_offsets",
+]
 
 
 @dataclass(frozen=True)
@@ -138,14 +146,54 @@ def resume_offsets(
     bootstrap: str, group: str, tps: list[tuple[str, int]], timeout_s: float = 10.0
 ) -> list[int]:
     """Where a consumer of the group resumes each partition: its committed offset, or the log
-    start where it has none (auto.offset.reset=earliest)."""
+    start where it has none or retention took it (auto.offset.reset=earliest)."""
     consumer = offset_client(bootstrap, group)
     try:
         got = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
-        starts = [consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[0] for t, p in tps]
-        return [max(tp.offset, start, 0) for tp, start in zip(got, starts, strict=True)]
     finally:
         consumer.close()
+    starts = true_start_offsets(bootstrap, tps, timeout_s)
+    return [max(tp.offset, start, 0) for tp, start in zip(got, starts, strict=True)]
+
+
+def true_start_offsets(
+    bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0
+) -> list[int]:
+    """The first offset each partition holds (its end when it holds none), found by reading from 0:
+    an offset the log no longer holds resets to its first. Not ListOffsets(earliest): the embedded
+    broker answers it with the batch *written* first, which concurrent producers can make a later
+    one (app.kafka.sequence)."""
+    consumer = partition_reader(bootstrap, "hubstream-offsets", reset="earliest", partition_eof=True)
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        starts: dict[tuple[str, int], int] = {}
+        for key, msg in _first_answers(consumer, partitions, timeout_s, "start offsets"):
+            starts[key] = msg.offset()  # a record, or the end (an end-of-partition event)
+        return [starts[tp] for tp in partitions]
+    finally:
+        consumer.close()
+
+
+def _first_answers(
+    consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout_s: float, what: str
+) -> Iterator[tuple[tuple[str, int], Message]]:
+    """The first record or end-of-partition event of each of `partitions` (assigned by the caller);
+    ServiceUnavailable when they have not all come within `timeout_s`."""
+    waiting = set(partitions)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"{what} of {sorted(waiting)} not known after {timeout_s:.0f} s")
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        key = (msg.topic(), msg.partition())
+        if key not in waiting:
+            continue
+        if msg.error() and msg.error().code() != KafkaError._PARTITION_EOF:
+            raise ServiceUnavailable(f"{key[0]}[{key[1]}]: {msg.error()}")
+        waiting.discard(key)
+        yield key, msg
 
 
 def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> list[int]:
@@ -170,35 +218,23 @@ def true_end_offsets(bootstrap: str, partitions: list[tuple[str, int]], timeout_
         listed = [
             consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s) for t, p in partitions
         ]
-        ends = {tp: high for tp, (low, high) in zip(partitions, listed, strict=True)}
+        ends = {tp: high for tp, (_, high) in zip(partitions, listed, strict=True)}
+        # Probed wherever anything was written (not only where high > low: the embedded broker's
+        # listed low can be above its listed high, app.kafka.sequence).
         probe = [
             TopicPartition(t, p, high - 1)
-            for (t, p), (low, high) in zip(partitions, listed, strict=True)
-            if high > low
+            for (t, p), (_, high) in zip(partitions, listed, strict=True)
+            if high > 0
         ]
         if not probe:
             return [ends[tp] for tp in partitions]
         consumer.assign(probe)
-        waiting = {(tp.topic, tp.partition) for tp in probe}
-        deadline = time.monotonic() + timeout_s
-        while waiting:
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(
-                    f"end offsets of {sorted(waiting)} not known after {timeout_s:.0f} s"
-                )
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            key = (msg.topic(), msg.partition())
-            if key not in waiting:
-                continue
-            if msg.error() and msg.error().code() != KafkaError._PARTITION_EOF:
-                raise ServiceUnavailable(f"{key[0]}[{key[1]}]: {msg.error()}")
+        probed = [(tp.topic, tp.partition) for tp in probe]
+        for key, msg in _first_answers(consumer, probed, timeout_s, "end offsets"):
             # A record or the end arrived: the fetch that brought it carried the partition's end.
             _, fetched_high = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
             seen = msg.offset() if msg.error() else msg.offset() + 1
             ends[key] = max(ends[key], fetched_high, seen)
-            waiting.discard(key)
         return [ends[tp] for tp in partitions]
     finally:
         consumer.close()

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.consuming import offset_client, partition_reader
+from app.kafka.sequence import SequenceGuard
 from app.kafka.writing import produce_confirmed
 
 __all__ = ["Apply", "CompactedLog"]
@@ -31,30 +32,34 @@ class CompactedLog:
         self._reader_group, self._write_point = reader_group, point
         self._position = 0
         self._consumer: Consumer | None = None
+        self._guard: SequenceGuard | None = None
         self._offsets: Consumer | None = None
 
-    def _ensure(self) -> tuple[Consumer, Consumer]:
-        if self._consumer is None or self._offsets is None:
+    def _ensure(self) -> tuple[Consumer, SequenceGuard, Consumer]:
+        if self._consumer is None or self._guard is None or self._offsets is None:
             self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
             self._consumer = partition_reader(self.bootstrap, self._reader_group, partition_eof=True)
             self._consumer.assign([TopicPartition(self.topic, 0, self._position)])
+            self._guard = SequenceGuard.of(self._consumer, compacted=True)
+            self._guard.expect(self.topic, 0, self._position)
             # Watermarks come from a second, idle consumer: on the reading one the request would
             # queue behind its long-poll fetch (fetch.wait.max.ms).
             self._offsets = offset_client(self.bootstrap, f"{self._reader_group}-offsets")
-        return self._consumer, self._offsets
+        return self._consumer, self._guard, self._offsets
 
     def read_new(self, apply: Apply, timeout_s: float = 10.0) -> None:
         """Apply every record written since the last call; ServiceUnavailable past `timeout_s`.
         Call it with `lock` held."""
-        consumer, offsets = self._ensure()
+        consumer, guard, offsets = self._ensure()
         _, high = offsets.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)
         deadline = time.monotonic() + timeout_s
         while self._position < high:
             if time.monotonic() > deadline:
                 raise ServiceUnavailable(f"{self.topic}[0] offset={self._position}: registry read timed out")
-            msg = consumer.poll(0.2)
-            if msg is None:
+            polled = guard.admit(consumer.consume(1, 0.2))
+            if not polled:
                 continue
+            msg = polled[0]
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     # The embedded broker's ListOffsets may under-report; the end of the partition
@@ -77,4 +82,4 @@ class CompactedLog:
             for consumer in (self._consumer, self._offsets):
                 if consumer is not None:
                     consumer.close()
-            self._consumer = self._offsets = None
+            self._consumer = self._offsets = self._guard = None

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from app.errors import ServiceUnavailable
 from app.kafka.admin import true_end_offsets
 from app.kafka.consuming import offset_client, partition_reader
+from app.kafka.sequence import SequenceGuard
 
 __all__ = ["read_from", "read_to_end", "read_topic"]
 
@@ -30,12 +31,15 @@ def read_from(
     timeout_s: float = 30.0,
     stops: Mapping[tuple[str, int], int] | None = None,
     group_id: str = "hubstream-read-to-end",
+    compacted: bool = False,
 ) -> Generator[Message, None, None]:
     """The records of each (topic, partition) from its start offset to the end it has now (or to
     its `stops` offset, exclusive, when that comes first), in offset order within a partition;
     partitions are read together, their records interleaved. ServiceUnavailable when they are not
-    all read within `timeout_s`. Offsets compacted away are simply absent. Stopping early: close
-    the generator (contextlib.closing) to close its consumer at once."""
+    all read within `timeout_s`. Offsets compacted away are simply absent: say `compacted=True` of
+    a compacted topic, so that only each partition's start is checked (app.kafka.sequence), not
+    every gap in it.
+    Stopping early: close the generator (contextlib.closing) to close its consumer at once."""
     tps = list(starts)
     if not tps:
         return
@@ -46,14 +50,17 @@ def read_from(
     if not positions:
         return
     consumer = partition_reader(bootstrap, group_id)
+    guard = SequenceGuard.of(consumer, compacted=compacted)
     try:
-        consumer.assign([TopicPartition(t, p, at) for (t, p), at in positions.items()])
+        assigned = [TopicPartition(t, p, at) for (t, p), at in positions.items()]
+        consumer.assign(assigned)
+        guard.expect_all(assigned)
         deadline = time.monotonic() + timeout_s
         while positions:
             if time.monotonic() > deadline:
                 behind = ", ".join(f"{t}[{p}] at {at} of {ends[(t, p)]}" for (t, p), at in positions.items())
                 raise ServiceUnavailable(f"read to the end timed out: {behind}")
-            for msg in consumer.consume(1000, 0.5):
+            for msg in guard.admit(consumer.consume(1000, 0.5)):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         continue
@@ -69,7 +76,9 @@ def read_from(
         consumer.close()
 
 
-def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterator[Message]:
+def read_topic(
+    bootstrap: str, topic: str, *, timeout_s: float = 30.0, compacted: bool = False
+) -> Iterator[Message]:
     """Every record of every partition of `topic` (none when it does not exist), to its end."""
     consumer = offset_client(bootstrap, "hubstream-read-to-end")
     try:
@@ -78,4 +87,5 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> Iterat
         consumer.close()
     if meta is None or meta.error is not None:
         return
-    yield from read_from(bootstrap, {(topic, p): 0 for p in meta.partitions}, timeout_s=timeout_s)
+    starts = {(topic, p): 0 for p in meta.partitions}
+    yield from read_from(bootstrap, starts, timeout_s=timeout_s, compacted=compacted)

@@ -18,8 +18,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.errors import InvalidInput, ServiceUnavailable
-from app.kafka.admin import true_end_offsets
+from app.kafka.admin import true_end_offsets, true_start_offsets
 from app.kafka.consuming import partition_reader
+from app.kafka.sequence import SequenceGuard
 from app.pipeline.log_records import Placed, decode_record, invalid_entries, locate, record_numbers
 from app.pipeline.model import LogEntry
 
@@ -43,15 +44,16 @@ class LogReader:
         self.topic = topic
         self._tp = (topic, 0)
         self._consumer: Consumer = partition_reader(
-            bootstrap, group_id, reset="earliest", overrides={"fetch.wait.max.ms": 50}
+            bootstrap, group_id, reset="earliest", partition_eof=True, overrides={"fetch.wait.max.ms": 50}
         )
+        self._guard = SequenceGuard.of(self._consumer, compacted=True)
         self._pending: deque[LogEntry] = deque()
         self.position = 0  # the next entry number to hand out
         self._located = False
 
     def bounds(self) -> tuple[int, int]:
         """Kafka's (low, high) watermarks of the log partition, the high one as a fetch reports it."""
-        low, _ = self._consumer.get_watermark_offsets(TopicPartition(*self._tp), timeout=PROBE_TIMEOUT_S)
+        (low,) = true_start_offsets(self.bootstrap, [self._tp], PROBE_TIMEOUT_S)
         (high,) = true_end_offsets(self.bootstrap, [self._tp], PROBE_TIMEOUT_S)
         return low, high
 
@@ -59,7 +61,7 @@ class LogReader:
         """Read entries numbered `number` and above next (`bounds`: the watermarks, if just read)."""
         low, high = bounds or self.bounds()
         start = low if number <= 0 else locate(number, low, high, lambda k: self._probe(k, high))
-        self._consumer.assign([TopicPartition(self.topic, 0, start)])
+        self._place(start)
         self._pending.clear()
         self.position = max(number, 0)
         self._located = True
@@ -74,7 +76,7 @@ class LogReader:
 
     def _records(self, kafka_offset: int, high: int) -> Any:
         """The records from `kafka_offset` up to `high` (exclusive), read with a deadline."""
-        self._consumer.assign([TopicPartition(self.topic, 0, kafka_offset)])
+        self._place(kafka_offset)
         deadline = time.monotonic() + PROBE_TIMEOUT_S
         at = kafka_offset
         while at < high:
@@ -91,6 +93,10 @@ class LogReader:
                     return
                 at = msg.offset() + 1
                 yield msg
+
+    def _place(self, kafka_offset: int) -> None:
+        self._consumer.assign([TopicPartition(self.topic, 0, kafka_offset)])
+        self._guard.expect(self.topic, 0, kafka_offset)
 
     def end(self) -> int:
         """The number the next appended entry gets: after the last log record's entries (0 when the
@@ -119,13 +125,13 @@ class LogReader:
         if not self._located:
             self.seek(self.position)
         if len(self._pending) < max_count:
-            messages = self._consumer.consume(1, 0 if self._pending else wait_s)
+            messages = self._consume(1, 0 if self._pending else wait_s)
             while messages:  # every record consumed is taken: the consumer is past it
                 for msg in messages:
                     self._take(msg)
                 if len(self._pending) >= max_count:
                     break
-                messages = self._consumer.consume(RECORDS_PER_CONSUME, 0)
+                messages = self._consume(RECORDS_PER_CONSUME, 0)
         out = [self._pending.popleft() for _ in range(min(max_count, len(self._pending)))]
         if out:
             self.position = out[-1].offset + 1
@@ -134,10 +140,13 @@ class LogReader:
     def _fetched(self, wait_s: float) -> Any:
         """The next record (waiting up to wait_s for it), then those already fetched after it (for
         scans that assign the consumer anew each time: records not iterated are dropped)."""
-        messages = self._consumer.consume(1, wait_s)
+        messages = self._consume(1, wait_s)
         while messages:
             yield from messages
-            messages = self._consumer.consume(RECORDS_PER_CONSUME, 0)
+            messages = self._consume(RECORDS_PER_CONSUME, 0)
+
+    def _consume(self, count: int, wait_s: float) -> list[Any]:
+        return self._guard.admit(self._consumer.consume(count, wait_s))
 
     def _take(self, msg: Any) -> None:
         if msg.error():

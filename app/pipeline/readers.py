@@ -17,10 +17,12 @@ from typing import Any
 import orjson
 import pymysql
 import pymysql.cursors
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from app.composite.store import MetadataStore
+from app.kafka.admin import true_end_offsets
 from app.kafka.consuming import partition_reader
+from app.kafka.sequence import SequenceGuard
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
@@ -38,8 +40,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-MAX_REREADS = 3  # a jump over offsets the log holds is read again this often before it is believed
 
 
 def _command(namespace: str, mode: Mode, data: Mapping[str, Any], position: Mapping[str, Any]) -> NewEntry:
@@ -275,8 +275,7 @@ class CompositeSource(Threaded):
         self._consumer: Any = None
         self._assigned: set[tuple[str, int]] = set()
         self._starts: dict[str, int] = {}  # where partitions without a position began (start=latest)
-        self._expected: dict[str, int] = {}  # per partition, the offset the next message must have
-        self._jumps: dict[str, tuple[int, int, int]] = {}  # partition -> (expected, got, times seen)
+        self._guard: SequenceGuard | None = None  # reads back records the client skipped
 
     def _reassign(self, positions: Mapping[str, Any]) -> None:
         """Back to the positions of the entries the log confirmed. A read that ended (a refused
@@ -297,42 +296,47 @@ class CompositeSource(Threaded):
             self._consumer = partition_reader(
                 self.settings.bootstrap,
                 f"hubstream-pipeline-source-{self.name}",
+                partition_eof=True,  # the guard checks where each partition ends, too
                 overrides={"fetch.wait.max.ms": 50},
             )
+            self._guard = SequenceGuard.of(self._consumer)
+        unplaced = [
+            (storage.name, partition)
+            for storage in topic.storage_topics
+            for partition in range(storage.partitions)
+            if (storage.name, partition) not in self._assigned
+        ]
+        if self.start_latest:
+            # Pin "latest" to an offset, so that a read started again begins at the same place.
+            latest = [
+                tp for tp in unplaced if positions.get(_where(tp), self._starts.get(_where(tp))) is None
+            ]
+            if latest:
+                ends = true_end_offsets(self.settings.bootstrap, latest)
+                self._starts.update((_where(tp), end) for tp, end in zip(latest, ends, strict=True))
         new = []
-        for storage in topic.storage_topics:
-            for partition in range(storage.partitions):
-                if (storage.name, partition) in self._assigned:
-                    continue
-                where = f"{storage.name}[{partition}]"
-                known = positions.get(where, self._starts.get(where))
-                if known is None and self.start_latest:
-                    # Pin "latest" to an offset, so that a read started again begins at the same place.
-                    _, known = self._consumer.get_watermark_offsets(TopicPartition(storage.name, partition))
-                    self._starts[where] = int(known)
-                offset = int(known) if known is not None else OFFSET_BEGINNING
-                new.append(TopicPartition(storage.name, partition, offset))
-                self._expected[where] = max(offset, 0)
-                self._jumps.pop(where, None)
-                self._assigned.add((storage.name, partition))
+        for tp in unplaced:
+            known = positions.get(_where(tp), self._starts.get(_where(tp)))
+            # Offset 0, not OFFSET_BEGINNING: the embedded broker can answer "the beginning" with a
+            # later offset (app.kafka.sequence); where retention took 0, the client's reset finds it.
+            new.append(TopicPartition(*tp, int(known) if known is not None else 0))
+            self._assigned.add(tp)
         if new:
+            assert self._guard is not None
+            self._guard.expect_all(new)
             self._consumer.incremental_assign(new)
 
     def _poll(self) -> list[NewEntry]:
 
         out = []
-        rewound: set[str] = set()  # partitions sent back this poll: their later messages are dropped
+        assert self._guard is not None
         msg: Any
-        for msg in self._consumer.consume(self.batch_size, self.wait_s):
+        for msg in self._guard.admit(self._consumer.consume(self.batch_size, self.wait_s)):
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise OSError(f"{msg.topic()}[{msg.partition()}]: {msg.error()}")
-            where = f"{msg.topic()}[{msg.partition()}]"
-            if where in rewound or not self._in_sequence(msg, where):
-                rewound.add(where)
-                continue
-            self._expected[where] = msg.offset() + 1
+            where = _where((msg.topic(), msg.partition()))
             try:
                 payload = orjson.loads(msg.value() or b"null")
             except orjson.JSONDecodeError:
@@ -352,43 +356,6 @@ class CompositeSource(Threaded):
             )
         return out
 
-    def _in_sequence(self, msg: Any, where: str) -> bool:
-        """Whether `msg` continues its partition where this reader expects it.
-
-        A message past the expected offset, while the log still holds the records in between,
-        means the client skipped them. Seen once in ~10 main-job runs on the embedded broker: a
-        partition assigned at its beginning while the ingest wrote it started at its end, and
-        3,223 rows never reached MySQL. The reader seeks back to them; it accepts the jump only
-        when the log no longer holds them (retention) or the same jump repeats (offsets without
-        records: compaction, transaction markers)."""
-        expected, offset = self._expected.get(where), int(msg.offset())
-        if expected is None or offset <= expected:
-            return True
-        tp = TopicPartition(msg.topic(), msg.partition())
-        low, _ = self._consumer.get_watermark_offsets(tp, timeout=10.0)
-        seen = self._jumps.get(where)
-        times = seen[2] + 1 if seen is not None and seen[:2] == (expected, offset) else 1
-        if low > expected or times > MAX_REREADS:
-            if low <= expected:
-                log.warning(
-                    "%s: no records at offsets %d-%d (read %d times); going on",
-                    where,
-                    expected,
-                    offset - 1,
-                    times,
-                )
-            self._jumps.pop(where, None)
-            return True
-        self._jumps[where] = (expected, offset, times)
-        log.warning(
-            "%s: the client skipped offsets %d-%d, which the log holds; reading them",
-            where,
-            expected,
-            offset - 1,
-        )
-        self._consumer.seek(TopicPartition(msg.topic(), msg.partition(), expected))
-        return False
-
     async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
         positions = dict(resume.get(self.namespace, ReaderState()).position)
         await self._run(self._reassign, positions)
@@ -405,6 +372,11 @@ class CompositeSource(Threaded):
         if self._consumer is not None:
             await self._run(self._consumer.close)
         await super().close()
+
+
+def _where(tp: tuple[str, int]) -> str:
+    """A storage partition as the reader's position key: `storage[partition]`."""
+    return f"{tp[0]}[{tp[1]}]"
 
 
 def build_source(

@@ -141,7 +141,8 @@ def read_changelog(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[
     table: dict[str, Any] = {}
     if topic not in KafkaAdmin(bootstrap).topics():
         return table
-    for msg in read_from(bootstrap, {(topic, 0): 0}, timeout_s=timeout_s, group_id=CLI_GROUP):
+    changelog = {(topic, 0): 0}
+    for msg in read_from(bootstrap, changelog, timeout_s=timeout_s, group_id=CLI_GROUP, compacted=True):
         key = _table_key(msg.key() or b"")
         if msg.value() is None:
             table.pop(key, None)

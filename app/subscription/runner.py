@@ -24,6 +24,7 @@ from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.reading import read_from
+from app.kafka.sequence import SequenceGuard
 from app.settings import Settings
 from app.subscription.batch import BatchDelivery
 from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats, SourceRecord
@@ -90,6 +91,7 @@ class ShardRunner:
         self.rq = _Reader(sub.rq_topic, shard_id, sub.shard_count, grace)
         self._rq_buffers: dict[TopicPartition, deque[Item]] = defaultdict(deque)
         self._consumer: AIOKafkaConsumer | None = None
+        self._guard: SequenceGuard | None = None  # reads back records the client skipped
         self._rq_out: AsyncCompositeProducer | None = None
         self._dlq_out: AsyncCompositeProducer | None = None
         self._topics: dict[str, tuple[CompositeTopic, float]] = {}
@@ -130,6 +132,10 @@ class ShardRunner:
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
         await self._consumer.start()
+        consumer = self._consumer
+        self._guard = SequenceGuard(
+            lambda topic, partition, offset: consumer.seek(TopicPartition(topic, partition), offset)
+        )
         # copies: a record over MAX_PAYLOAD_BYTES that MQ holds must still go to RQ/DLQ
         self._rq_out = AsyncCompositeProducer(
             self.settings, self.sub.rq_topic, store=self.metadata, copies=True
@@ -143,7 +149,7 @@ class ShardRunner:
             await self._plan_feed()
             await self._skip_drained(self.rq)
             await self._adopt_orphans()
-            self._assign()
+            await self._assign()
             log.info("%s started at MQ storage %d, RQ storage %d", self.label, self.mq.idx, self.rq.idx)
             next_check = 0.0
             while not self.stopping.is_set():
@@ -177,15 +183,22 @@ class ShardRunner:
             known = self._topics[name] = (self.metadata.get(name), time.monotonic())
         return known[0]
 
-    def _assign(self) -> None:
+    async def _assign(self) -> None:
         """While old RQ storage topics are fed, only feed: a message sidelined into the new RQ
         before its group's older RQ messages were fed would be read ahead of them."""
-        assert self._consumer is not None
+        assert self._consumer is not None and self._guard is not None
         tps = sorted(self._feed)
         if not self._feed_all:
             tps += self.mq.partitions(self._topic(self.mq)) + self.rq.partitions(self._topic(self.rq))
         self._rq_buffers.clear()
         self._consumer.assign(tps)
+        # Each partition must continue at the group's committed offset (0 where none): a client
+        # resetting to "earliest" can start past records the embedded broker holds (app.kafka.sequence).
+        places = [(tp.topic, tp.partition) for tp in tps]
+        starts = await asyncio.to_thread(
+            committed_offsets, self.settings.bootstrap, self.sub.consumer_group, places
+        )
+        self._guard.reassigned(dict(zip(places, starts, strict=True)))
 
     async def _plan_feed(self) -> None:
         topic, count = self._topic(self.rq), self.sub.shard_count
@@ -375,12 +388,12 @@ class ShardRunner:
                 moved = True
         if moved:
             await self._commit_positions()
-            self._assign()
+            await self._assign()
         self.stats.mq_storage_idx, self.stats.rq_storage_idx = self.mq.idx, self.rq.idx
 
     # -- the loop -----------------------------------------------------------------------------
     async def _step(self) -> None:
-        assert self._consumer is not None
+        assert self._consumer is not None and self._guard is not None
         rq_names = {tp.topic for tp in self.rq.partitions(self._topic(self.rq))}
         if not self._consumer.assignment():  # waiting for other shards to finish feeding
             await asyncio.sleep(0.2)
@@ -390,7 +403,10 @@ class ShardRunner:
         )
         mq_items: list[Item] = []
         commit: dict[TopicPartition, int] = {}
-        for tp, records in batch.items():
+        for tp, run in batch.items():
+            records = self._guard.admit_run(tp.topic, tp.partition, run)
+            if not records:  # sought back: the partition's records come again
+                continue
             if tp in self._feed:
                 await self._feed_records(records)
                 commit[tp] = records[-1].offset + 1

@@ -36,7 +36,8 @@ def scan_states(
     prefix = f"{subscription}{SEP}".encode()
     latest: dict[str, tuple[int, int, dict[str, Any]]] = {}
     starts = {(changelog, p): 0 for p in range(slots)}
-    for msg in read_from(bootstrap, starts, timeout_s=timeout_s, group_id="hubstream-group-state-loader"):
+    loader = "hubstream-group-state-loader"
+    for msg in read_from(bootstrap, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
         key = msg.key() or b""
         if not key.startswith(prefix):
             continue

@@ -9,9 +9,10 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
-from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets, true_start_offsets
+from app.kafka.consuming import offset_client
 from app.kafka.reading import read_to_end
 from app.settings import Settings
 
@@ -79,3 +80,18 @@ def test_the_end_of_a_long_partition_is_found(kafka: Settings, unique: str) -> N
     assert producer.flush(60) == 0
     (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)], timeout_s=10)
     assert end == RECORDS_IN_LONG_PARTITION
+
+
+def test_start_offsets_come_from_a_read_and_resume_offsets_from_commits(kafka: Settings, unique: str) -> None:
+    topic, group = f"starts-{unique}", f"starts-{unique}"
+    KafkaAdmin(kafka.bootstrap).create([TopicSpec(topic, 3)])
+    produce(kafka.bootstrap, topic, 0, 10)
+    produce(kafka.bootstrap, topic, 1, 4)
+    tps = [(topic, 0), (topic, 1), (topic, 2)]
+    assert true_start_offsets(kafka.bootstrap, tps) == [0, 0, 0]  # partition 2 holds none: its end
+    committer = offset_client(kafka.bootstrap, group)
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 6)], asynchronous=False)
+    finally:
+        committer.close()
+    assert resume_offsets(kafka.bootstrap, group, tps) == [6, 0, 0]

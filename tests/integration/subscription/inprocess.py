@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription.endpoints import BatchSink, Endpoint
@@ -19,6 +20,16 @@ from app.subscription.model import Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.runner import ShardRunner
 from tests.support.waiting import async_wait_until
+
+GROUPS = [f"g{i}" for i in range(8)]
+
+
+def produce(stack: Settings, metadata: MetadataStore, topic: str, seqs: range) -> None:
+    """Messages "group:seq" for each seq, the groups taken in turn from GROUPS."""
+    with CompositeProducer(stack, topic, store=metadata) as producer:
+        for seq in seqs:
+            g = GROUPS[seq % len(GROUPS)]
+            producer.produce(g, f"{g}:{seq}")
 
 
 class Recorder:

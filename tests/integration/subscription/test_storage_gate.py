@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from app.composite.model import StorageTopic
-from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
 from app.subscription import ops
@@ -21,16 +20,7 @@ from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner
 from app.subscription.shards import shard_of_group
-from tests.integration.subscription.inprocess import Recorder, wait_until
-
-GROUPS = [f"g{i}" for i in range(8)]
-
-
-def produce(stack: Settings, metadata: MetadataStore, topic: str, seqs: range) -> None:
-    with CompositeProducer(stack, topic, store=metadata) as producer:
-        for seq in seqs:
-            g = GROUPS[seq % len(GROUPS)]
-            producer.produce(g, f"{g}:{seq}")
+from tests.integration.subscription.inprocess import GROUPS, Recorder, produce, wait_until
 
 
 async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
