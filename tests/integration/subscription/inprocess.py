@@ -14,10 +14,12 @@ from contextlib import asynccontextmanager
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
+from app.subscription import ops
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.memory import MemoryStates
-from app.subscription.model import Subscription
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.records import SubscriptionMessage
+from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner
 from tests.support.waiting import async_wait_until
 
@@ -30,6 +32,21 @@ def produce(stack: Settings, metadata: MetadataStore, topic: str, seqs: range) -
         for seq in seqs:
             g = GROUPS[seq % len(GROUPS)]
             producer.produce(g, f"{g}:{seq}")
+
+
+def callable_subscription(
+    stack: Settings, metadata: MetadataStore, unique: str, name: str, topic: str, shard_count: int
+) -> Subscription:
+    """A subscription of `topic` with an in-process endpoint, in a registry of the test's own."""
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
+    try:
+        return ops.create(
+            registry, metadata, name, topic, EndpointSpec("callable", "rec"), shard_count=shard_count
+        )
+    finally:
+        registry.close()
 
 
 class Recorder:

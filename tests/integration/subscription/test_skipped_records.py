@@ -12,12 +12,15 @@ from aiokafka import TopicPartition
 
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from app.subscription import ops
 from app.subscription.memory import MemoryStates
-from app.subscription.model import EndpointSpec
-from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner
-from tests.integration.subscription.inprocess import GROUPS, Recorder, produce, wait_until
+from tests.integration.subscription.inprocess import (
+    GROUPS,
+    Recorder,
+    callable_subscription,
+    produce,
+    wait_until,
+)
 
 MESSAGES = 80
 JUMP = 9  # where the client starts partition 0
@@ -42,15 +45,7 @@ async def test_messages_the_client_skipped_are_delivered_in_group_order(
     metadata.create(topic, 2)
     produce(stack, metadata, topic, range(MESSAGES))
     storage = metadata.get(topic).storage_topics[0]
-    registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
-    )
-    try:
-        sub = ops.create(
-            registry, metadata, f"skip-{unique}", topic, EndpointSpec("callable", "rec"), shard_count=1
-        )
-    finally:
-        registry.close()
+    sub = callable_subscription(stack, metadata, unique, f"skip-{unique}", topic, shard_count=1)
     endpoint = Recorder()
     runner = JumpingClientRunner(stack, sub, 0, MemoryStates(), endpoint, metadata)
     task = asyncio.create_task(runner.run())

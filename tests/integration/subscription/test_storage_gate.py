@@ -14,13 +14,16 @@ from collections.abc import Callable
 from app.composite.model import StorageTopic
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from app.subscription import ops
 from app.subscription.memory import MemoryStates
-from app.subscription.model import EndpointSpec
-from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner
 from app.subscription.shards import shard_of_group
-from tests.integration.subscription.inprocess import GROUPS, Recorder, produce, wait_until
+from tests.integration.subscription.inprocess import (
+    GROUPS,
+    Recorder,
+    callable_subscription,
+    produce,
+    wait_until,
+)
 
 
 async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
@@ -29,15 +32,7 @@ async def test_a_restart_keeps_the_gate_and_the_states_of_the_topic_read(
     topic = f"gate-{unique}"
     metadata.create(topic, 4)
     produce(stack, metadata, topic, range(40))
-    registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
-    )
-    try:
-        sub = ops.create(
-            registry, metadata, f"gate-{unique}", topic, EndpointSpec("callable", "rec"), shard_count=2
-        )
-    finally:
-        registry.close()
+    sub = callable_subscription(stack, metadata, unique, f"gate-{unique}", topic, shard_count=2)
     endpoint = Recorder()
     loaded: dict[int, list[str]] = defaultdict(list)
 
