@@ -1,10 +1,12 @@
-"""Give Faust's table recovery the true end of each changelog partition.
+"""Give Faust's table recovery the true start and end of each changelog partition.
 
-Faust asks aiokafka for highwaters with ListOffsets. The embedded Tansu broker answers
-with the base offset of the last record batch + 1, so a worker restarting on its own
-datadir finds its persisted offset "ahead" of the highwater and stops with
-ConsistencyError. We replace the answer with `true_end_offsets` (fetch-based; on Apache
-Kafka it equals ListOffsets). Installed once per process by `create_app`.
+Faust asks aiokafka for both with ListOffsets, and the embedded Tansu broker answers neither
+right. Its end is the base offset of the last record batch + 1, so a worker restarting on its own
+datadir finds its persisted offset "ahead" of the highwater and stops with ConsistencyError. Its
+start is the batch *written* first, which producers on separate connections can make a later one
+(app.kafka.sequence): recovery would begin past changelog records the log holds, and the table
+would miss them. We replace both answers with `true_end_offsets` and `true_start_offsets` (read
+from a fetch; on Apache Kafka they equal ListOffsets). Installed once per process by `create_app`.
 """
 
 from __future__ import annotations
@@ -15,32 +17,41 @@ from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from app.kafka.admin import true_end_offsets
+from app.kafka.admin import true_end_offsets, true_start_offsets
 
-__all__ = ["install_true_highwaters"]
+__all__ = ["install_true_offsets"]
 
 _installed: dict[str, bool] = {}
-RECOVERY_END_TIMEOUT_S = 30.0  # a busy broker; recovery cannot go on without the true ends
+RECOVERY_OFFSETS_TIMEOUT_S = 30.0  # a busy broker; recovery cannot go on without the true offsets
 
 
-def install_true_highwaters(bootstrap: str) -> None:
+def install_true_offsets(bootstrap: str) -> None:
     if _installed.get("done"):
         return
 
     thread_cls: Any = faust_aiokafka.AIOKafkaConsumerThread
     listed_highwaters = thread_cls._highwaters
 
+    def places(partitions: Any) -> list[tuple[str, int]]:
+        return [(tp.topic, tp.partition) for tp in partitions]
+
     async def _highwaters(self: Any, partitions: list[Any]) -> Mapping[Any, int]:
         listed = dict(await listed_highwaters(self, partitions))
         if not partitions:
             return listed
         ends = await asyncio.to_thread(
-            true_end_offsets,
-            bootstrap,
-            [(tp.topic, tp.partition) for tp in partitions],
-            RECOVERY_END_TIMEOUT_S,
+            true_end_offsets, bootstrap, places(partitions), RECOVERY_OFFSETS_TIMEOUT_S
         )
         return {tp: max(listed.get(tp) or 0, end) for tp, end in zip(partitions, ends, strict=True)}
 
+    async def earliest_offsets(self: Any, *partitions: Any) -> Mapping[Any, int]:
+        if not partitions:
+            return {}
+        starts = await asyncio.to_thread(
+            true_start_offsets, bootstrap, places(partitions), RECOVERY_OFFSETS_TIMEOUT_S
+        )
+        return dict(zip(partitions, starts, strict=True))
+
     thread_cls._highwaters = _highwaters
+    thread_cls.earliest_offsets = earliest_offsets
     _installed["done"] = True

@@ -1,6 +1,6 @@
-"""The one Faust internal the project replaces (app.kafka.faust_compat): its highwater lookup.
-Pinned here so a Faust upgrade that renames or reshapes it fails this test, not a worker's
-recovery on the embedded broker."""
+"""The two Faust internals the project replaces (app.kafka.faust_compat): its highwater and earliest
+offset lookups. Pinned here so a Faust upgrade that renames or reshapes them fails this test, not a
+worker's recovery on the embedded broker."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ from faust.types import TP
 from app.kafka import faust_compat
 
 
-def test_the_replaced_method_is_still_an_async_lookup_of_partitions() -> None:
-    method = faust_aiokafka.AIOKafkaConsumerThread._highwaters
-    assert inspect.iscoroutinefunction(method)
-    assert list(inspect.signature(method).parameters) == ["self", "partitions"]
+def test_the_replaced_methods_are_still_async_lookups_of_partitions() -> None:
+    highwaters = faust_aiokafka.AIOKafkaConsumerThread._highwaters
+    assert inspect.iscoroutinefunction(highwaters)
+    assert list(inspect.signature(highwaters).parameters) == ["self", "partitions"]
+    earliest = faust_aiokafka.AIOKafkaConsumerThread.earliest_offsets
+    assert inspect.iscoroutinefunction(earliest)
+    assert list(inspect.signature(earliest).parameters) == ["self", "partitions"]
+    assert inspect.signature(earliest).parameters["partitions"].kind is inspect.Parameter.VAR_POSITIONAL
 
 
 async def test_the_true_end_wins_over_an_under_reported_highwater(monkeypatch: Any) -> None:
@@ -27,9 +31,29 @@ async def test_the_true_end_wins_over_an_under_reported_highwater(monkeypatch: A
         return {tp: 11}  # the embedded broker: the base offset of the last batch + 1
 
     monkeypatch.setattr(thread_cls, "_highwaters", listed)
+    monkeypatch.setattr(thread_cls, "earliest_offsets", thread_cls.earliest_offsets)  # restored after
     monkeypatch.setattr(faust_compat, "_installed", {})
     monkeypatch.setattr(faust_compat, "true_end_offsets", lambda bootstrap, tps, timeout_s: [15 for _ in tps])
-    faust_compat.install_true_highwaters("127.0.0.1:1")
+    faust_compat.install_true_offsets("127.0.0.1:1")
     assert thread_cls._highwaters is not listed
     assert await thread_cls._highwaters(object(), [tp]) == {tp: 15}
     assert await thread_cls._highwaters(object(), []) == {tp: 11}
+
+
+async def test_the_true_start_replaces_a_wrong_earliest_answer(monkeypatch: Any) -> None:
+    thread_cls: Any = faust_aiokafka.AIOKafkaConsumerThread
+    first, second = TP("t", 0), TP("t", 1)
+    monkeypatch.setattr(thread_cls, "_highwaters", thread_cls._highwaters)
+    monkeypatch.setattr(thread_cls, "earliest_offsets", thread_cls.earliest_offsets)
+    monkeypatch.setattr(faust_compat, "_installed", {})
+    asked: list[list[tuple[str, int]]] = []
+
+    def starts(bootstrap: str, tps: list[tuple[str, int]], timeout_s: float) -> list[int]:
+        asked.append(tps)
+        return [0 for _ in tps]  # the log holds offset 0, whatever ListOffsets named
+
+    monkeypatch.setattr(faust_compat, "true_start_offsets", starts)
+    faust_compat.install_true_offsets("127.0.0.1:1")
+    assert await thread_cls.earliest_offsets(object(), first, second) == {first: 0, second: 0}
+    assert asked == [[("t", 0), ("t", 1)]]
+    assert await thread_cls.earliest_offsets(object()) == {}
