@@ -11,8 +11,10 @@ A reader that knows where each partition starts hands its batches through `Seque
 record (or end-of-partition event) past the expected offset makes the guard seek back to the
 expected offset. It does not ask the broker where the log starts: that is the answer that was
 wrong. When retention took the offsets, the client's reset brings it back to the same place; the
-guard believes a jump once it has come back `MAX_REREADS` times, as do offsets without records
-(compaction, transaction markers). On a compacted topic gaps are everywhere, so a guard made with
+guard believes a jump once it has come back `MAX_REREADS` times over at least `BELIEVE_AFTER_S`,
+as do offsets without records (compaction, transaction markers). The time bound matters: the
+broker assigns a batch its offsets before it stores it, so for a moment a read finds a later batch
+where an earlier one will be. On a compacted topic gaps are everywhere, so a guard made with
 `compacted=True` checks only the first record after each placement (where the skip was seen): a
 reader starting over a big compacted changelog does not read every gap again.
 """
@@ -20,6 +22,7 @@ reader starting over a big compacted changelog does not read every gap again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -30,6 +33,7 @@ __all__ = ["MAX_REREADS", "SequenceGuard", "reread_from"]
 log = logging.getLogger(__name__)
 
 MAX_REREADS = 3
+BELIEVE_AFTER_S = 1.0
 
 Partition = tuple[str, int]
 Seek = Callable[[str, int, int], None]  # (topic, partition, offset)
@@ -43,12 +47,21 @@ class HasOffset(Protocol):
 R = TypeVar("R", bound=HasOffset)
 
 
-def reread_from(expected: int, offset: int, times: int, max_rereads: int = MAX_REREADS) -> int | None:
+def reread_from(
+    expected: int,
+    offset: int,
+    times: int,
+    seen_for_s: float,
+    max_rereads: int = MAX_REREADS,
+    believe_after_s: float = BELIEVE_AFTER_S,
+) -> int | None:
     """Where to read a partition from again, or None to take the record at `offset`.
 
     `expected`: the offset the reader expects next; `times`: how often this same jump has been
-    seen, this one included."""
-    if offset <= expected or times > max_rereads:
+    seen, this one included; `seen_for_s`: since when. A jump must outlast both bounds: a batch
+    whose offsets the broker assigned but has not stored yet is missing for a moment only, however
+    many quick reads see it missing."""
+    if offset <= expected or (times > max_rereads and seen_for_s >= believe_after_s):
         return None
     return expected
 
@@ -60,19 +73,23 @@ class SequenceGuard:
     reader places a partition (assign, seek); partitions placed at a logical offset other than the
     beginning (the end, a reset to latest) are checked from their first record on."""
 
-    def __init__(self, seek: Seek, *, compacted: bool = False, max_rereads: int = MAX_REREADS) -> None:
+    def __init__(
+        self, seek: Seek, *, compacted: bool = False, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._seek = seek
         self._compacted = compacted
-        self._max_rereads = max_rereads
+        self._clock = clock
         self._expected: dict[Partition, int] = {}
-        self._jumps: dict[Partition, tuple[int, int, int]] = {}  # (expected, got, times seen)
+        self._jumps: dict[Partition, tuple[int, int, int, float]] = {}  # (expected, got, times, first seen)
 
     @classmethod
-    def of(cls, consumer: Consumer, *, compacted: bool = False) -> SequenceGuard:
-        return cls(
-            lambda topic, partition, offset: consumer.seek(TopicPartition(topic, partition, offset)),
-            compacted=compacted,
-        )
+    def of(
+        cls, consumer: Consumer, *, compacted: bool = False, clock: Callable[[], float] = time.monotonic
+    ) -> SequenceGuard:
+        def seek(topic: str, partition: int, offset: int) -> None:
+            consumer.seek(TopicPartition(topic, partition, offset))
+
+        return cls(seek, compacted=compacted, clock=clock)
 
     def expect(self, topic: str, partition: int, offset: int) -> None:
         where = (topic, partition)
@@ -104,6 +121,8 @@ class SequenceGuard:
         rest of its messages in this batch are left out: they come again."""
         out = []
         rewound: set[Partition] = set()
+        if self._compacted and not self._expected and not self._jumps:
+            return list(messages)  # every start checked: nothing left to check
         for msg in messages:
             error = msg.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
@@ -134,25 +153,31 @@ class SequenceGuard:
             return False
         if self._compacted:
             self._expected.pop(where, None)
+        elif end:  # (an end event never moves the expected offset back)
+            self._expected[where] = max(offset, expected or 0)
         else:
-            self._expected[where] = offset if end else offset + 1
+            self._expected[where] = offset + 1
         return True
 
     def _believed(self, where: Partition, expected: int, offset: int) -> bool:
+        now = self._clock()
         seen = self._jumps.get(where)
-        times = seen[2] + 1 if seen is not None and seen[:2] == (expected, offset) else 1
-        target = reread_from(expected, offset, times, self._max_rereads)
+        same = seen is not None and seen[:2] == (expected, offset)
+        times, since = (seen[2] + 1, seen[3]) if seen is not None and same else (1, now)
+        target = reread_from(expected, offset, times, now - since)
         if target is None:
             log.warning(
-                "%s[%d]: offsets %d-%d missing on %d reads (retention, compaction, markers); going on",
+                "%s[%d]: offsets %d-%d missing on %d reads in %.1f s (retention, compaction...); going on",
                 *where,
                 expected,
                 offset - 1,
                 times,
+                now - since,
             )
             self._jumps.pop(where, None)
             return True
-        log.warning("%s[%d]: the client skipped offsets %d-%d; reading them", *where, target, offset - 1)
-        self._jumps[where] = (target, offset, times)
+        if times == 1:
+            log.warning("%s[%d]: the client skipped offsets %d-%d; reading them", *where, target, offset - 1)
+        self._jumps[where] = (target, offset, times, since)
         self._seek(*where, target)
         return False

@@ -195,6 +195,9 @@ class ShardRunner:
         # Each partition must continue at the group's committed offset (0 where none): a client
         # resetting to "earliest" can start past records the embedded broker holds (app.kafka.sequence).
         places = [(tp.topic, tp.partition) for tp in tps]
+        if not places:  # waiting for other shards to finish feeding
+            self._guard.reassigned({})
+            return
         starts = await asyncio.to_thread(
             committed_offsets, self.settings.bootstrap, self.sub.consumer_group, places
         )

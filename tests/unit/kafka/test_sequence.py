@@ -15,10 +15,21 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
-from app.kafka.sequence import MAX_REREADS, SequenceGuard, reread_from
+from app.kafka.sequence import BELIEVE_AFTER_S, MAX_REREADS, SequenceGuard, reread_from
 
 TOPIC = "t"
 LENGTH = 5  # offsets 0..4
+
+
+class Clock:
+    """Time that moves `step` seconds each time it is read."""
+
+    def __init__(self, step: float = 0.4) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
 
 
 class EndOfPartition:
@@ -112,7 +123,7 @@ def test_every_record_is_read_once_in_order_whatever_the_client_skips(count: int
             skips = [None, *((a, b) for a in range(placed, LENGTH) for b in range(a + 1, LENGTH + 1))]
             for start, skip in itertools.product(starts, skips):
                 client = SkippingClient(held, low, start, skip)
-                guard = SequenceGuard.of(client)  # type: ignore[arg-type]
+                guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
                 client.assign_at(placed)
                 guard.expect(TOPIC, 0, placed)
                 seen = read(client, guard, count)
@@ -123,7 +134,7 @@ def test_every_record_is_read_once_in_order_whatever_the_client_skips(count: int
 
 def test_a_compaction_gap_is_read_again_only_up_to_the_bound() -> None:
     client = SkippingClient(held=[0, 3, 4], low=0)
-    guard = SequenceGuard.of(client)  # type: ignore[arg-type]
+    guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
     client.assign_at(0)
     guard.expect(TOPIC, 0, 0)
     assert read(client, guard, 10) == [0, 3, 4]
@@ -135,7 +146,7 @@ def test_the_compacted_guard_repairs_a_skipped_start_and_believes_gaps_after_it(
         for placed in range(LENGTH + 1):
             for start in [None, *range(placed + 1, LENGTH + 1)]:
                 client = SkippingClient(held, low, start)
-                guard = SequenceGuard.of(client, compacted=True)  # type: ignore[arg-type]
+                guard = SequenceGuard.of(client, compacted=True, clock=Clock())  # type: ignore[arg-type]
                 client.assign_at(placed)
                 guard.expect(TOPIC, 0, placed)
                 assert read(client, guard, 2) == expected_records(held, low, placed)
@@ -150,7 +161,7 @@ def test_retention_that_took_part_of_the_skipped_range_reads_the_rest() -> None:
     # guard never asks where the log starts (the embedded broker's answer is what was wrong): the
     # client's reset brings it back to 2 until the guard believes that jump.
     client = SkippingClient(held=[2, 3, 4], low=2, start=4)
-    guard = SequenceGuard.of(client)  # type: ignore[arg-type]
+    guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
     client.assign_at(0)
     guard.expect(TOPIC, 0, 0)
     assert read(client, guard, 10) == [2, 3, 4]
@@ -159,7 +170,7 @@ def test_retention_that_took_part_of_the_skipped_range_reads_the_rest() -> None:
 
 def test_partitions_placed_at_their_end_are_checked_from_their_first_record() -> None:
     client = SkippingClient(held=[0, 1, 2, 3, 4], low=0, skip=(2, 4))
-    guard = SequenceGuard.of(client)  # type: ignore[arg-type]
+    guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
     client.assign_at(1)
     guard.expect(TOPIC, 0, OFFSET_END)
     assert read(client, guard, 10) == [1, 2, 3, 4]
@@ -168,13 +179,13 @@ def test_partitions_placed_at_their_end_are_checked_from_their_first_record() ->
 
 def test_the_beginning_is_offset_zero_and_forgotten_partitions_are_not_checked() -> None:
     client = SkippingClient(held=[0, 1, 2, 3, 4], low=0, start=3)
-    guard = SequenceGuard.of(client)  # type: ignore[arg-type]
+    guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
     client.assign_at(OFFSET_BEGINNING)
     guard.expect_all([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
     assert read(client, guard, 10) == [0, 1, 2, 3, 4]
 
     unchecked = SkippingClient(held=[0, 1, 2, 3, 4], low=0, start=3)
-    guard = SequenceGuard.of(unchecked)  # type: ignore[arg-type]
+    guard = SequenceGuard.of(unchecked, clock=Clock())  # type: ignore[arg-type]
     guard.expect(TOPIC, 0, 0)
     guard.forget([(TOPIC, 0)])
     unchecked.assign_at(0)
@@ -183,17 +194,75 @@ def test_the_beginning_is_offset_zero_and_forgotten_partitions_are_not_checked()
 
 
 @pytest.mark.parametrize(
-    ("expected", "offset", "times", "answer"),
+    ("expected", "offset", "times", "seen_for_s", "answer"),
     [
-        (5, 5, 1, None),  # in sequence
-        (5, 3, 1, None),  # read again after a seek back
-        (5, 9, 1, 5),  # skipped: read 5..8 again
-        (5, 9, MAX_REREADS, 5),
-        (5, 9, MAX_REREADS + 1, None),  # the same jump every time: no records there
+        (5, 5, 1, 0.0, None),  # in sequence
+        (5, 3, 1, 0.0, None),  # read again after a seek back
+        (5, 9, 1, 0.0, 5),  # skipped: read 5..8 again
+        (5, 9, MAX_REREADS, BELIEVE_AFTER_S, 5),
+        (5, 9, MAX_REREADS + 1, 0.1, 5),  # often, but only for a moment: a batch not stored yet
+        (5, 9, MAX_REREADS + 1, BELIEVE_AFTER_S, None),  # the same jump all along: no records there
     ],
 )
-def test_reread_from(expected: int, offset: int, times: int, answer: int | None) -> None:
-    assert reread_from(expected, offset, times) == answer
+def test_reread_from(expected: int, offset: int, times: int, seen_for_s: float, answer: int | None) -> None:
+    assert reread_from(expected, offset, times, seen_for_s) == answer
+
+
+@dataclass
+class LateBatchClient(SkippingClient):
+    """Offset 0's batch is stored only after `late_for` reads; until then a read from 0 finds 1.."""
+
+    late_for: int = 0
+
+    def consume(self, count: int, timeout: float) -> list[Record]:
+        if self.late_for > 0:
+            self.late_for -= 1
+            self.held = [o for o in self.held if o != 0]
+        elif 0 not in self.held:
+            self.held = [0, *self.held]
+        return super().consume(count, timeout)
+
+
+def test_a_batch_stored_late_is_waited_for_however_many_quick_reads_miss_it() -> None:
+    client = LateBatchClient(held=[0, 1, 2, 3, 4], low=0, late_for=10 * MAX_REREADS)
+    guard = SequenceGuard.of(client, clock=Clock(step=0.01))  # type: ignore[arg-type]
+    client.assign_at(0)
+    guard.expect(TOPIC, 0, 0)
+    seen: list[int] = []
+    for _ in range(20 * MAX_REREADS):
+        seen += [m.offset() for m in guard.admit(client.consume(10, 0)) if m.error() is None]
+    assert seen == [0, 1, 2, 3, 4]
+    assert len(client.seeks) > MAX_REREADS
+
+
+def test_a_skip_sends_back_only_its_own_partition_in_a_mixed_batch() -> None:
+    seeks: list[tuple[str, int, int]] = []
+    guard = SequenceGuard(
+        lambda topic, partition, offset: seeks.append((topic, partition, offset)), clock=Clock()
+    )
+
+    @dataclass
+    class Mixed(Record):
+        _partition: int = 0
+
+        def partition(self) -> int:
+            return self._partition
+
+    guard.expect(TOPIC, 0, 0)
+    guard.expect(TOPIC, 1, 5)
+    batch = [Mixed(0, _partition=0), Mixed(7, _partition=1), Mixed(1, _partition=0), Mixed(8, _partition=1)]
+    assert [(m.partition(), m.offset()) for m in guard.admit(batch)] == [(0, 0), (0, 1)]
+    assert seeks == [(TOPIC, 1, 5)]
+
+
+def test_an_end_event_below_the_expected_offset_does_not_move_it_back() -> None:
+    client = SkippingClient(held=[0, 1, 2, 3, 4], low=0)
+    guard = SequenceGuard.of(client, clock=Clock())  # type: ignore[arg-type]
+    guard.expect(TOPIC, 0, 3)
+    assert guard.admit([Record(2, eof=True)]) != []
+    client.assign_at(3)
+    assert read(client, guard, 10) == [3, 4]
+    assert client.seeks == []
 
 
 @dataclass
@@ -203,7 +272,9 @@ class Run:
 
 def test_runs_of_records_stop_at_a_skip_and_continue_after_the_seek_back() -> None:
     seeks: list[tuple[str, int, int]] = []
-    guard = SequenceGuard(lambda topic, partition, offset: seeks.append((topic, partition, offset)))
+    guard = SequenceGuard(
+        lambda topic, partition, offset: seeks.append((topic, partition, offset)), clock=Clock()
+    )
     guard.expect(TOPIC, 0, 0)
     assert guard.admit_run(TOPIC, 0, [Run(0), Run(1), Run(4), Run(5)]) == [Run(0), Run(1)]
     assert seeks == [(TOPIC, 0, 2)]
