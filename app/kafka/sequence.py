@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-__all__ = ["MAX_REREADS", "SequenceGuard", "reread_from"]
+__all__ = ["BELIEVE_AFTER_S", "MAX_REREADS", "SequenceGuard", "reread_from"]
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +47,14 @@ class HasOffset(Protocol):
 R = TypeVar("R", bound=HasOffset)
 
 
-def reread_from(
-    expected: int,
-    offset: int,
-    times: int,
-    seen_for_s: float,
-    max_rereads: int = MAX_REREADS,
-    believe_after_s: float = BELIEVE_AFTER_S,
-) -> int | None:
+def reread_from(expected: int, offset: int, times: int, seen_for_s: float) -> int | None:
     """Where to read a partition from again, or None to take the record at `offset`.
 
     `expected`: the offset the reader expects next; `times`: how often this same jump has been
     seen, this one included; `seen_for_s`: since when. A jump must outlast both bounds: a batch
     whose offsets the broker assigned but has not stored yet is missing for a moment only, however
     many quick reads see it missing."""
-    if offset <= expected or (times > max_rereads and seen_for_s >= believe_after_s):
+    if offset <= expected or (times > MAX_REREADS and seen_for_s >= BELIEVE_AFTER_S):
         return None
     return expected
 
