@@ -9,7 +9,9 @@ keeps its own position per partition, `POSITION_KEY` in the table partition of t
 covers, to the same changelog partition. The agent handles each partition's records strictly in
 offset order from that position: a record behind it was handled already; a record ahead of it
 means one was skipped, and the agent seeks back to the position. A partition whose records stopped
-coming while some are left before its end is sought back by a watchdog.
+coming while some are left before its end is sought back by a watchdog. A jump that keeps coming
+back after the seeks (retention took the records, or offsets without records) is believed by the
+readers' common rule, `app.kafka.sequence.reread_from`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import struct
 from dataclasses import dataclass
 
 from app.batch.model import BatchStore
+from app.kafka.sequence import reread_from
 
 __all__ = [
     "POSITION_KEY",
@@ -62,6 +65,7 @@ class AckCursor:
     expected: int  # the next offset to handle
     last_progress: float
     sought_at: float | None = None
+    jump: tuple[int, int, float] | None = None  # the record ahead: (offset, times seen, first seen)
 
     def admit(self, offset: int, now: float) -> Verdict:
         if offset < self.expected:
@@ -70,6 +74,10 @@ class AckCursor:
             return Verdict.HANDLE
         if self.sought_at is not None and now - self.sought_at < RESEEK_AFTER_S:
             return Verdict.WAIT
+        times, since = (self.jump[1] + 1, self.jump[2]) if self.jump and self.jump[0] == offset else (1, now)
+        self.jump = (offset, times, since)
+        if reread_from(self.expected, offset, times, now - since) is None:
+            return Verdict.HANDLE  # the offsets before it are gone: go on from it
         self.sought_at = now
         return Verdict.SEEK
 
@@ -77,6 +85,7 @@ class AckCursor:
         self.expected = offset + 1
         self.last_progress = now
         self.sought_at = None
+        self.jump = None
 
     def quiet(self, now: float) -> bool:
         """No record handled, nor a seek back made, for STALLED_AFTER_S."""

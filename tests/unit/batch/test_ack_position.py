@@ -1,15 +1,14 @@
 """The ack agent's own position per ack partition: records handled strictly in offset order from
 it, a skipped record sought back (whatever the consumer's committed offset says), a stalled
-partition sought back by the watchdog, the position written forward only."""
+partition sought back by the watchdog, the position written forward only. A jump that keeps coming
+back after the seeks (retention took the records) is believed, by the readers' common rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
-
-from hypothesis import given
-from hypothesis import strategies as st
 
 from app.batch.ack_position import (
     RESEEK_AFTER_S,
@@ -22,6 +21,7 @@ from app.batch.ack_position import (
 from app.batch.ack_stream import AckPositions
 from app.batch.errors import PartitionNotReady
 from app.batch.model import BatchStore
+from app.kafka.sequence import BELIEVE_AFTER_S, MAX_REREADS
 from tests.unit.batch.conftest import MemoryStore
 
 T = TypeVar("T")
@@ -55,25 +55,70 @@ def test_cursor_stalls_only_with_records_left_and_no_progress() -> None:
     assert not cursor.stalled(9, STALLED_AFTER_S + 1), "the seek back is given time"
 
 
-@given(
-    st.lists(st.integers(0, 12), min_size=1, max_size=40),
-    st.integers(0, 12),
-)
-def test_handled_offsets_are_consecutive_from_the_position(deliveries: list[int], start: int) -> None:
-    """Whatever order, repeats and holes the consumer delivers in, what is handled is exactly
-    start, start+1, ... (each once), and a hole always leads to a seek back."""
+def test_a_jump_that_keeps_coming_back_is_believed() -> None:
+    """The stored position is 5 and retention took offsets 5-9: every seek back lands on 10. Before
+    the common rule the cursor sought back forever and the partition's acks were never handled."""
+    cursor = AckCursor(expected=5, last_progress=0.0)
+    now = 0.0
+    verdicts = []
+    for _ in range(MAX_REREADS + 1):
+        now += RESEEK_AFTER_S
+        verdicts.append(cursor.admit(10, now))
+    assert verdicts == [Verdict.SEEK] * MAX_REREADS + [Verdict.HANDLE]
+    cursor.handled(10, now)
+    assert cursor.admit(11, now) is Verdict.HANDLE
+
+
+def test_another_record_ahead_starts_the_count_again() -> None:
+    cursor = AckCursor(expected=5, last_progress=0.0)
+    now = 0.0
+    for _ in range(MAX_REREADS):
+        now += RESEEK_AFTER_S
+        assert cursor.admit(10, now) is Verdict.SEEK
+    now += RESEEK_AFTER_S
+    assert cursor.admit(12, now) is Verdict.SEEK, "a different jump: seen once"
+    now += RESEEK_AFTER_S
+    assert cursor.admit(5, now) is Verdict.HANDLE, "the seek back found the record"
+
+
+def test_handled_offsets_follow_the_position() -> None:
+    """Exhaustive: every delivery sequence of up to 6 records over offsets 0-4, from every position
+    0-2, with deliveries 1 s or RESEEK_AFTER_S apart (over 110,000 sequences)."""
+    cases = 0
+    for length in range(1, 7):
+        for deliveries in itertools.product(range(5), repeat=length):
+            for start in range(3):
+                for step_s in (1.0, RESEEK_AFTER_S):
+                    check_deliveries(deliveries, start, step_s)
+                    cases += 1
+    assert cases > 110_000
+
+
+def check_deliveries(deliveries: Sequence[int], start: int, step_s: float) -> None:
+    """Whatever order, repeats and holes the consumer delivers in, what is handled is increasing
+    from start, each offset once. A hole is sought back, and handled past only when the same record
+    ahead was judged more than MAX_REREADS times in a row over at least BELIEVE_AFTER_S."""
     cursor = AckCursor(expected=start, last_progress=0.0)
     handled: list[int] = []
+    run: tuple[int, list[float]] | None = None  # the record ahead judged in a row, and when
     now = 0.0
     for offset in deliveries:
-        now += RESEEK_AFTER_S  # every seek may be repeated
+        now += step_s
+        expected = cursor.expected
         verdict = cursor.admit(offset, now)
+        if offset <= expected:
+            assert verdict is (Verdict.HANDLE if offset == expected else Verdict.SEEN)
+        elif verdict is not Verdict.WAIT:
+            run = (offset, [*run[1], now]) if run and run[0] == offset else (offset, [now])
+            times = run[1]
+            believed = len(times) > MAX_REREADS and times[-1] - times[0] >= BELIEVE_AFTER_S
+            assert verdict is (Verdict.HANDLE if believed else Verdict.SEEK)
         if verdict is Verdict.HANDLE:
             cursor.handled(offset, now)
             handled.append(offset)
-        if offset > cursor.expected:
-            assert verdict is Verdict.SEEK
-    assert handled == list(range(start, start + len(handled)))
+            run = None
+    assert handled == sorted(set(handled))
+    assert not handled or handled[0] >= start
 
 
 @dataclass
