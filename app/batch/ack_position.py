@@ -11,7 +11,7 @@ offset order from that position: a record behind it was handled already; a recor
 means one was skipped, and the agent seeks back to the position. A partition whose records stopped
 coming while some are left before its end is sought back by a watchdog. A jump that keeps coming
 back after the seeks (retention took the records, or offsets without records) is believed by the
-readers' common rule, `app.kafka.sequence.reread_from`.
+readers' common rule (`app.kafka.sequence.Jump`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 
 from app.batch.model import BatchStore
-from app.kafka.sequence import reread_from
+from app.kafka.sequence import Jump
 
 __all__ = [
     "POSITION_KEY",
@@ -65,7 +65,7 @@ class AckCursor:
     expected: int  # the next offset to handle
     last_progress: float
     sought_at: float | None = None
-    jump: tuple[int, int, float] | None = None  # the record ahead: (offset, times seen, first seen)
+    jump: Jump | None = None  # the record ahead, as last judged
 
     def admit(self, offset: int, now: float) -> Verdict:
         if offset < self.expected:
@@ -74,9 +74,8 @@ class AckCursor:
             return Verdict.HANDLE
         if self.sought_at is not None and now - self.sought_at < RESEEK_AFTER_S:
             return Verdict.WAIT
-        times, since = (self.jump[1] + 1, self.jump[2]) if self.jump and self.jump[0] == offset else (1, now)
-        self.jump = (offset, times, since)
-        if reread_from(self.expected, offset, times, now - since) is None:
+        self.jump = Jump.sighted(self.jump, self.expected, offset, now)
+        if self.jump.believed(now):
             return Verdict.HANDLE  # the offsets before it are gone: go on from it
         self.sought_at = now
         return Verdict.SEEK

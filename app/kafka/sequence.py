@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-__all__ = ["BELIEVE_AFTER_S", "MAX_REREADS", "SequenceGuard", "reread_from"]
+__all__ = ["BELIEVE_AFTER_S", "MAX_REREADS", "Jump", "SequenceGuard", "reread_from"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,27 @@ def reread_from(expected: int, offset: int, times: int, seen_for_s: float) -> in
     return expected
 
 
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """A record read ahead of the expected offset: how often this same jump came in a row, since when."""
+
+    expected: int
+    offset: int
+    times: int
+    since: float
+
+    @classmethod
+    def sighted(cls, last: Jump | None, expected: int, offset: int, now: float) -> Jump:
+        """This sighting, counted on from `last` when it is the same jump."""
+        if last is not None and (last.expected, last.offset) == (expected, offset):
+            return replace(last, times=last.times + 1)
+        return cls(expected, offset, 1, now)
+
+    def believed(self, now: float) -> bool:
+        """The offsets before it are gone (`reread_from`): take the record and go on from it."""
+        return reread_from(self.expected, self.offset, self.times, now - self.since) is None
+
+
 class SequenceGuard:
     """Per partition, the offset the next record must have, for one consumer's reads.
 
@@ -73,7 +95,7 @@ class SequenceGuard:
         self._compacted = compacted
         self._clock = clock
         self._expected: dict[Partition, int] = {}
-        self._jumps: dict[Partition, tuple[int, int, int, float]] = {}  # (expected, got, times, first seen)
+        self._jumps: dict[Partition, Jump] = {}
 
     @classmethod
     def of(
@@ -154,23 +176,22 @@ class SequenceGuard:
 
     def _believed(self, where: Partition, expected: int, offset: int) -> bool:
         now = self._clock()
-        seen = self._jumps.get(where)
-        same = seen is not None and seen[:2] == (expected, offset)
-        times, since = (seen[2] + 1, seen[3]) if seen is not None and same else (1, now)
-        target = reread_from(expected, offset, times, now - since)
-        if target is None:
+        jump = Jump.sighted(self._jumps.get(where), expected, offset, now)
+        if jump.believed(now):
             log.warning(
                 "%s[%d]: offsets %d-%d missing on %d reads in %.1f s (retention, compaction...); going on",
                 *where,
                 expected,
                 offset - 1,
-                times,
-                now - since,
+                jump.times,
+                now - jump.since,
             )
             self._jumps.pop(where, None)
             return True
-        if times == 1:
-            log.warning("%s[%d]: the client skipped offsets %d-%d; reading them", *where, target, offset - 1)
-        self._jumps[where] = (target, offset, times, since)
-        self._seek(*where, target)
+        if jump.times == 1:
+            log.warning(
+                "%s[%d]: the client skipped offsets %d-%d; reading them", *where, expected, offset - 1
+            )
+        self._jumps[where] = jump
+        self._seek(*where, expected)
         return False
