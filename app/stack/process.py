@@ -18,13 +18,56 @@ from pathlib import Path
 from app.stack.errors import PortHeldByOther, ServiceDidNotStart
 from app.waiting import poll_until
 
-__all__ = ["ManagedProcess", "exit_code", "pid_alive", "port_open", "read_pid", "spawn_detached"]
+__all__ = [
+    "ManagedProcess",
+    "exit_code",
+    "pid_alive",
+    "port_holder",
+    "port_open",
+    "read_pid",
+    "spawn_detached",
+]
+
+_LISTEN = "0A"  # the TCP state column of /proc/net/tcp for a listening socket
 
 
 def port_open(host: str, port: int, timeout_s: float = 0.3) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
         return sock.connect_ex((host, port)) == 0
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def port_holder(port: int) -> str | None:
+    """Which program listens on `port`, as "pid N (command line)", when this machine's /proc tells
+    (Linux, and a process we may look into); None otherwise."""
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not wanted:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not any(os.readlink(fd) in wanted for fd in (proc / "fd").iterdir()):
+                continue
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        return f"pid {proc.name} ({command.strip()[:120]})"
+    return None
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -88,6 +131,10 @@ class ManagedProcess:
     setting_hint: str = ""
     env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 30.0
+    # How long a listener hubstream did not start gets to answer as the service before it counts as
+    # another program: long enough for a service someone else just started, short enough that a
+    # squatter is named at once rather than after the whole start timeout.
+    foreign_grace_s: float = 10.0
 
     @property
     def pid_file(self) -> Path:
@@ -112,18 +159,20 @@ class ManagedProcess:
 
     def start(self) -> str:
         """Start unless already answering; return 'reused', 'running' or 'started'."""
-        if self.healthy():
-            return "running" if self.owned_pid() is not None else "reused"
-        if self.owned_pid() is not None and self.port is not None and port_open(self.host, self.port):
-            return "running"  # ours and listening, only too busy to answer the probe in time
         if self.port is not None and port_open(self.host, self.port):
-            # Something listens: maybe the service itself, too busy to answer the probe yet.
-            if poll_until(self.healthy, self.start_timeout_s, every_s=1.0):
+            if self.owned_pid() is not None:
+                return "running"  # ours and listening, answering or only too busy to answer yet
+            # Not ours: maybe the service someone else started, too busy to answer the probe yet.
+            if poll_until(self.healthy, self.foreign_grace_s, every_s=1.0):
                 return "reused"
+            holder = port_holder(self.port)
             raise PortHeldByOther(
-                f"{self.name}: port {self.host}:{self.port} is held by another program that does not "
-                f"answer as {self.name}; free the port or set {self.setting_hint}"
+                f"{self.name}: port {self.host}:{self.port} is held by another program"
+                f"{f' ({holder})' if holder else ''} that does not answer as {self.name}; "
+                f"free the port or set {self.setting_hint}"
             )
+        if self.healthy():  # answering elsewhere (a service without a port of ours)
+            return "running" if self.owned_pid() is not None else "reused"
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         pid = spawn_detached(self.argv, self.log_file, {**os.environ, **self.env})

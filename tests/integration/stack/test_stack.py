@@ -76,13 +76,13 @@ def test_port_held_by_another_program_names_the_setting(
     stack: Settings, squatter: int, tmp_path: Path
 ) -> None:
     settings = stack.model_copy(update={"home": tmp_path, "embedded_cosmos_port": squatter})
-    process = cosmos_process(settings)
-    process.start_timeout_s = 3.0  # how long a listener gets to answer before it counts as foreign
-    with pytest.raises(PortHeldByOther, match=f"127.0.0.1:{squatter}.*EMBEDDED_COSMOS_PORT"):
-        process.start()
+    holder = rf"pid {os.getpid()} \(.*python.*\)"
+    with pytest.raises(PortHeldByOther, match=f"127.0.0.1:{squatter} .*{holder}.*EMBEDDED_COSMOS_PORT"):
+        cosmos_process(settings).start()
     result = run_cli("stack", "up", HUBSTREAM_HOME=str(tmp_path), EMBEDDED_BROKER_PORT=str(squatter))
     assert result.returncode == 1
     assert "EMBEDDED_BROKER_PORT" in result.stderr
+    assert f"pid {os.getpid()} " in result.stderr, "the message names the program holding the port"
 
 
 def test_missing_node_is_a_clear_error(

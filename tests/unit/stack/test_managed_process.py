@@ -3,6 +3,7 @@ found running, stopped; a service that exits at once, and a port another program
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.stack.errors import PortHeldByOther, ServiceDidNotStart
-from app.stack.process import ManagedProcess, pid_alive, port_open
+from app.stack.process import ManagedProcess, pid_alive, port_holder, port_open
 
 
 def free_port() -> int:
@@ -65,7 +66,19 @@ def test_a_port_held_by_a_program_that_does_not_answer_as_the_service(tmp_path: 
             home=tmp_path,
             healthy=lambda: False,  # whatever listens there is not the service
             port=port,
-            start_timeout_s=0.2,
+            foreign_grace_s=0.2,
         )
-        with pytest.raises(PortHeldByOther, match=f"127.0.0.1:{port}"):
+        with pytest.raises(PortHeldByOther, match=rf"127.0.0.1:{port} .*\(pid {os.getpid()} "):
             service.start()
+        assert not service.pid_file.exists(), "nothing was started on a port another program holds"
+
+
+def test_the_holder_of_a_port_is_named_only_while_something_listens() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = int(holder.getsockname()[1])
+        assert port_holder(port) is None, "bound but not listening"
+        holder.listen()
+        named = port_holder(port)
+        assert named is not None and named.startswith(f"pid {os.getpid()} (") and "python" in named
+    assert port_holder(port) is None
