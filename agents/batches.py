@@ -8,28 +8,16 @@ from faust.types import TP
 
 from agents.context import WorkerContext
 from app.batch.ack_handler import AckRecord, apply_ack_record
-from app.batch.ack_position import STALLED_AFTER_S
-from app.batch.ack_stream import AckPositions
+from app.batch.ack_position import AckTable
 from app.batch.service import BatchService
 from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
 from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets
+from app.kafka.faust_compat import seek_on_consumer_thread
+from app.kafka.in_order import STALLED_AFTER_S, InOrderPositions
 from tables.batches import FaustBatchTable, batch_table, changelog_topic
 
-__all__ = ["register", "seek_on_consumer_thread"]
-
-
-async def seek_on_consumer_thread(consumer: Any, tp: TP, offset: int) -> bool:
-    """Seek an assigned partition back, on the thread that runs the Kafka consumer.
-
-    Faust's `Consumer.seek` calls aiokafka's `seek` from the caller's thread while the consumer
-    thread may be handing out fetched records; the two raced in aiokafka's fetcher (KeyError in
-    `fetched_records`) and the worker crashed. `seek_wait` runs the seek on the consumer's thread
-    and waits for the new position. False when the partition is not assigned here."""
-    if tp not in consumer.assignment():
-        return False
-    await consumer.seek_wait({tp: offset})
-    return True
+__all__ = ["register"]
 
 
 def register(worker: WorkerContext) -> None:
@@ -62,8 +50,9 @@ def register(worker: WorkerContext) -> None:
     async def seek(partition: int, offset: int) -> bool:
         return await seek_on_consumer_thread(app.consumer, TP(acks_name, partition), offset)
 
-    positions = AckPositions(
-        service,
+    positions = InOrderPositions(
+        acks_name,
+        AckTable(service),
         seek,
         lambda ps: resume_offsets(settings.bootstrap, settings.app_id, [(acks_name, p) for p in ps]),
         lambda ps: true_end_offsets(settings.bootstrap, [(acks_name, p) for p in ps]),
@@ -73,7 +62,8 @@ def register(worker: WorkerContext) -> None:
     async def apply_acks(stream: Any) -> None:
         # Up to 100 records at a time, then one wait for their changelog writes. Each partition's
         # records are handled in offset order from the position the table keeps
-        # (app.batch.ack_position): Faust's own committed offset can pass a record never handled.
+        # (app.kafka.in_order, app.batch.ack_position): Faust's own committed offset can pass a
+        # record never handled.
         async for events in stream.take_events(100, within=0.05):
             for event in events:
                 msg = event.message

@@ -10,10 +10,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from faust.types import TP
+
 from agents.context import WorkerContext
+from app.crashpoints import InjectedFault, crash_point
+from app.kafka.admin import resume_offsets, true_end_offsets
+from app.kafka.faust_compat import seek_on_consumer_thread
+from app.kafka.in_order import STALLED_AFTER_S, InOrderPositions
 from app.pipeline.definition import load_definition
 from app.pipeline.operator import PipelineOperator
 from app.pipeline.service import PipelineHost
+from app.pipeline.state import ControlTable
 from app.pipeline.web import register_views
 from tables.pipelines import offsets_table
 
@@ -32,12 +39,41 @@ def register(worker: WorkerContext) -> None:
     # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
     # (app.kafka.faust_compat); Faust's recovery consistency check stays on.
     table = offsets_table(app)
-    control = app.topic(host.topics.control, partitions=1, key_type=bytes, value_serializer="json")
+    control_name = host.topics.control
+    control = app.topic(control_name, partitions=1, key_type=bytes, value_serializer="json")
+
+    async def seek(partition: int, offset: int) -> bool:
+        return await seek_on_consumer_thread(app.consumer, TP(control_name, partition), offset)
+
+    # Control records are applied strictly in offset order from the position the table keeps
+    # (app.kafka.in_order): Faust's committed offset can pass a record never applied, and an
+    # operator's mark sent while the pipeline was stopped would be lost.
+    positions = InOrderPositions(
+        control_name,
+        ControlTable(table),
+        seek,
+        lambda ps: resume_offsets(settings.bootstrap, host.topics.app_id, [(control_name, p) for p in ps]),
+        lambda ps: true_end_offsets(settings.bootstrap, [(control_name, p) for p in ps]),
+    )
 
     @app.agent(control, name=f"pipeline-{host.definition.name}-control")
     async def apply_control(stream: Any) -> None:
         async for event in stream.events():
-            await host.apply(table, event.value, event.message.offset)
+            offset = event.message.offset
+            if isinstance(event.value, dict) and event.value.get("kind") != "set":
+                try:
+                    crash_point("pipeline.control.command_delivered")
+                except InjectedFault:
+                    continue  # armed in tests: the command is lost on its way in, as Faust can lose one
+            if not await positions.admit(0, offset):
+                continue
+            await host.apply(table, event.value, offset)
+            positions.handled(0, offset)
+            positions.save()
+
+    @app.timer(STALLED_AFTER_S / 2, name=f"pipeline-{host.definition.name}-control-watchdog")
+    async def watch_control() -> None:
+        await positions.watch()
 
     @app.task
     async def run_pipeline() -> None:

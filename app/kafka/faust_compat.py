@@ -7,6 +7,9 @@ start is the batch *written* first, which producers on separate connections can 
 (app.kafka.sequence): recovery would begin past changelog records the log holds, and the table
 would miss them. We replace both answers with `true_end_offsets` and `true_start_offsets` (read
 from a fetch; on Apache Kafka they equal ListOffsets). Installed once per process by `create_app`.
+
+And seek an agent's partition back without racing Faust's consumer thread
+(`seek_on_consumer_thread`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from app.kafka.admin import true_end_offsets, true_start_offsets
 
-__all__ = ["install_true_offsets"]
+__all__ = ["install_true_offsets", "seek_on_consumer_thread"]
 
 _installed: dict[str, bool] = {}
 RECOVERY_OFFSETS_TIMEOUT_S = 30.0  # a busy broker; recovery cannot go on without the true offsets
@@ -55,3 +58,16 @@ def install_true_offsets(bootstrap: str) -> None:
     thread_cls._highwaters = _highwaters
     thread_cls.earliest_offsets = earliest_offsets
     _installed["done"] = True
+
+
+async def seek_on_consumer_thread(consumer: Any, tp: Any, offset: int) -> bool:
+    """Seek an assigned partition back, on the thread that runs the Kafka consumer.
+
+    Faust's `Consumer.seek` calls aiokafka's `seek` from the caller's thread while the consumer
+    thread may be handing out fetched records; the two raced in aiokafka's fetcher (KeyError in
+    `fetched_records`) and the worker crashed. `seek_wait` runs the seek on the consumer's thread
+    and waits for the new position. False when the partition is not assigned here."""
+    if tp not in consumer.assignment():
+        return False
+    await consumer.seek_wait({tp: offset})
+    return True

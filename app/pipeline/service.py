@@ -22,7 +22,7 @@ from app.pipeline.kafka_log import KafkaCommitLog, PipelineTopics
 from app.pipeline.offsets import WriterState
 from app.pipeline.progress_view import PipelineProgress
 from app.pipeline.readers import build_source
-from app.pipeline.state import ControlChannel, KafkaStateStore, split_states, writer_key
+from app.pipeline.state import ControlChannel, ControlTable, KafkaStateStore, split_states, writer_key
 from app.pipeline.tolerance import ErrorsTolerance
 from app.pipeline.writers import build_sink
 from app.settings import Settings
@@ -109,18 +109,23 @@ class PipelineHost:
             )
 
     # -- the app task ----------------------------------------------------------------
-    async def _drain_control(self, timeout_s: float = 60.0) -> None:
-        """Wait until the agent applied every control record written before we started."""
+    async def _drain_control(self, table: MutableMapping[str, Any], timeout_s: float = 60.0) -> None:
+        """Wait until the agent applied every control record written before we started: its
+        position in the table reached their end (or, for a table that keeps no position yet, the
+        group's committed offset did)."""
         end = (
             await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, [(self.topics.control, 0)])
         )[0]
         admin = KafkaAdmin(self.settings.bootstrap, self.settings.kafka_replication_factor)
+        position = ControlTable(table)
         deadline = asyncio.get_running_loop().time() + timeout_s
         while self.applied_offset + 1 < end:
-            committed = (
-                await asyncio.to_thread(admin.committed, self.topics.app_id, self.topics.control, 1)
-            )[0]
-            if committed >= end:
+            stored = position.read()
+            if stored is None:
+                stored = (
+                    await asyncio.to_thread(admin.committed, self.topics.app_id, self.topics.control, 1)
+                )[0]
+            if stored >= end:
                 return
             if asyncio.get_running_loop().time() > deadline:
                 log.warning(
@@ -134,7 +139,7 @@ class PipelineHost:
 
     async def run(self, table: MutableMapping[str, Any]) -> None:
         definition = self.definition
-        await self._drain_control()
+        await self._drain_control(table)
         self._starting = True
         writers, readers = split_states({str(k): v for k, v in table.items()})
         for name, state in writers.items():

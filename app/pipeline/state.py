@@ -3,15 +3,17 @@
 Faust only lets an agent change a table, so the engine (and the operator's CLI) send control
 records; the pipeline agent applies them to the RocksDB-backed `offsets` table, whose changelog
 makes them durable. Table keys: `writer/<name>` -> WriterState JSON, `reader/<namespace>` ->
-ReaderState JSON. A save returns once the control topic confirmed it; after a kill -9 the agent
-applies any unapplied records before the engine starts again.
+ReaderState JSON, and `CONTROL_POSITION_KEY` -> the next control offset to apply (`ControlTable`:
+the agent applies control records strictly in offset order from it, `app.kafka.in_order`). A save
+returns once the control topic confirmed it; after a kill -9 the agent applies any unapplied
+records before the engine starts again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +29,9 @@ from app.pipeline.offsets import ReaderState, WriterState
 CLI_GROUP = "hubstream-pipeline-cli"  # reads by the CLI and the HTTP API (never committed)
 
 __all__ = [
+    "CONTROL_POSITION_KEY",
     "ControlChannel",
+    "ControlTable",
     "KafkaStateStore",
     "read_changelog",
     "read_state",
@@ -43,6 +47,35 @@ def writer_key(name: str) -> str:
 
 def reader_key(namespace: str) -> str:
     return f"reader/{namespace}"
+
+
+CONTROL_POSITION_KEY = "position/control"
+
+
+class ControlTable:
+    """The control agent's position in the offsets table (an `app.kafka.in_order.PositionStore`
+    over the control topic's one partition; a pipeline's process is its group's only member)."""
+
+    def __init__(self, table: MutableMapping[str, Any]) -> None:
+        self.table = table
+
+    def ownership(self) -> Hashable:
+        return 0
+
+    def served(self) -> Collection[int]:
+        return (0,)
+
+    def serves(self, partition: int) -> bool:
+        return partition == 0
+
+    def read(self, partition: int = 0) -> int | None:
+        value = self.table.get(CONTROL_POSITION_KEY)
+        return value if isinstance(value, int) else None
+
+    def write(self, partition: int, next_offset: int) -> None:
+        known = self.read(partition)
+        if known is None or next_offset > known:
+            self.table[CONTROL_POSITION_KEY] = next_offset
 
 
 def split_states(table: Mapping[str, Any]) -> tuple[dict[str, WriterState], dict[str, ReaderState]]:
@@ -155,9 +188,14 @@ def read_state(
     bootstrap: str, changelog: str, control: str, group: str, timeout_s: float = 10.0
 ) -> dict[str, Any]:
     """The table as the running (or next) pipeline sees it: the changelog plus the control records
-    its agent has not applied yet (e.g. the final flush of a clean shutdown)."""
+    its agent has not applied yet (e.g. the final flush of a clean shutdown): those from the agent's
+    position, or from the group's committed offset for a table that keeps none yet."""
     state = read_changelog(bootstrap, changelog, timeout_s)
-    start = max(KafkaAdmin(bootstrap).committed(group, control, 1)[0], 0)
+    position = ControlTable(state).read()
+    state.pop(CONTROL_POSITION_KEY, None)
+    start = (
+        position if position is not None else max(KafkaAdmin(bootstrap).committed(group, control, 1)[0], 0)
+    )
     for msg in read_from(bootstrap, {(control, 0): start}, timeout_s=timeout_s, group_id=CLI_GROUP):
         try:
             record = orjson.loads(msg.value() or b"null")

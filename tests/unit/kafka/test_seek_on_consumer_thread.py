@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP
 
-from agents.batches import seek_on_consumer_thread
+from app.kafka.faust_compat import seek_on_consumer_thread
 
 ACKS = TP("batch-acks", 1)
 

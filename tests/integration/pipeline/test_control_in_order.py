@@ -1,0 +1,73 @@
+"""Control records are applied strictly in offset order from the position the offsets table keeps.
+An operator's mark sent while the pipeline is stopped, lost on its way to the control agent on the
+next start (the crash point `pipeline.control.command_delivered`, armed with `raise`, drops it, as
+Faust can drop a buffered record and commit past it), is read again and applied: the writer
+replays from the mark, counted in its sink. Before, the agent applied whatever records came and the
+mark was lost for good."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from app.settings import Settings
+
+from .support import cli, cli_json, free_port, start, stop, wait
+
+pytestmark = pytest.mark.integration
+
+LINES = 20  # offsets 0-19, then the reader's "copy complete" entry at 20
+
+
+def _offsets(name: str, port: int) -> object:
+    done = cli("offset", "list", name, port=port)  # fails until the process made its commit log
+    return orjson.loads(done.stdout) if done.returncode == 0 else None
+
+
+def _seqs(path: Path) -> Counter[int]:
+    if not path.exists():
+        return Counter()
+    return Counter(orjson.loads(line)["data"]["seq"] for line in path.read_bytes().splitlines())
+
+
+@pytest.mark.timeout(240)
+def test_a_mark_lost_on_its_way_in_is_applied(stack: Settings, unique: str, tmp_path: Path) -> None:
+    name = f"inorder-{unique}"
+    source, out = tmp_path / "in.jsonl", tmp_path / "out"
+    source.write_bytes(b"".join(orjson.dumps({"id": f"d{i}", "seq": i}) + b"\n" for i in range(LINES)))
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(
+        f"name: {name}\nbatch_size: 5\nbatch_wait_s: 0.05\n"
+        f"reader: {{type: jsonl, path: {source}, namespace: docs}}\n"
+        "writers:\n"
+        f"  - {{name: a, type: jsonl, path: {out / 'a.jsonl'}}}\n"
+        f"  - {{name: b, type: jsonl, path: {out / 'b.jsonl'}}}\n"
+    )
+    port = free_port()
+    proc = start(file, tmp_path, port)
+    try:
+        at_end = {"a": LINES, "b": LINES}
+        wait(lambda: _offsets(name, port) == at_end, 90, "both writers at the end")
+        assert stop(proc) == 0
+        once = Counter(range(LINES))
+        assert _seqs(out / "a.jsonl") == once and _seqs(out / "b.jsonl") == once
+
+        cli_json("offset", "mark", f"{name}/a", "9")  # no process: sent as control records
+        cli_json("offset", "mark", f"{name}/b", "14")
+        proc = start(file, tmp_path, port, HUBSTREAM_CRASH_AT="pipeline.control.command_delivered:1:raise")
+        replayed_a = once + Counter(range(10, LINES))
+        replayed_b = once + Counter(range(15, LINES))
+        wait(
+            lambda: _seqs(out / "a.jsonl") == replayed_a and _seqs(out / "b.jsonl") == replayed_b,
+            120,
+            "a replayed from its mark at 9 and b from its mark at 14",
+        )
+        wait(lambda: _offsets(name, port) == at_end, 60, "both at the end again")
+        assert stop(proc) == 0
+        logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("run-*.log"))
+        assert "reading again from" in logs, "the dropped mark was read again"
+    finally:
+        stop(proc)
