@@ -48,9 +48,14 @@ def register(worker: WorkerContext) -> None:
     # Control records are applied strictly in offset order from the position the table keeps
     # (app.kafka.in_order): Faust's committed offset can pass a record never applied, and an
     # operator's mark sent while the pipeline was stopped would be lost.
+    tables: Any = app.tables  # TableManagerT does not declare `recovery`
+
+    def table_usable() -> bool:
+        return bool(tables.recovery.completed.is_set() and not app.in_recovery and not app.rebalancing)
+
     positions = InOrderPositions(
         control_name,
-        ControlTable(table),
+        ControlTable(table, table_usable),
         seek,
         lambda ps: resume_offsets(settings.bootstrap, host.topics.app_id, [(control_name, p) for p in ps]),
         lambda ps: true_end_offsets(settings.bootstrap, [(control_name, p) for p in ps]),
@@ -77,7 +82,6 @@ def register(worker: WorkerContext) -> None:
 
     @app.task
     async def run_pipeline() -> None:
-        tables: Any = app.tables  # TableManagerT does not declare `recovery`
         await tables.recovery.completed.wait()  # the engine starts from the recovered offsets
         await host.run(table)
 

@@ -54,19 +54,22 @@ CONTROL_POSITION_KEY = "position/control"
 
 class ControlTable:
     """The control agent's position in the offsets table (an `app.kafka.in_order.PositionStore`
-    over the control topic's one partition; a pipeline's process is its group's only member)."""
+    over the control topic's one partition; a pipeline's process is its group's only member).
+    `usable`: whether the table may be read now (recovered, no rebalance under way); a position
+    read before recovery ended would be none, and the agent would start from the group's commit."""
 
-    def __init__(self, table: MutableMapping[str, Any]) -> None:
+    def __init__(self, table: MutableMapping[str, Any], usable: Callable[[], bool] = lambda: True) -> None:
         self.table = table
+        self.usable = usable
 
     def ownership(self) -> Hashable:
-        return 0
+        return self.usable()  # cursors are made again from the table after each recovery
 
     def served(self) -> Collection[int]:
-        return (0,)
+        return (0,) if self.usable() else ()
 
     def serves(self, partition: int) -> bool:
-        return partition == 0
+        return partition == 0 and self.usable()
 
     def read(self, partition: int = 0) -> int | None:
         value = self.table.get(CONTROL_POSITION_KEY)
