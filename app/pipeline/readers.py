@@ -306,20 +306,23 @@ class CompositeSource(Threaded):
             for partition in range(storage.partitions)
             if (storage.name, partition) not in self._assigned
         ]
+
+        def known(tp: tuple[str, int]) -> Any:
+            key = _where(tp)
+            return positions.get(key, self._starts.get(key))
+
         if self.start_latest:
             # Pin "latest" to an offset, so that a read started again begins at the same place.
-            latest = [
-                tp for tp in unplaced if positions.get(_where(tp), self._starts.get(_where(tp))) is None
-            ]
+            latest = [tp for tp in unplaced if known(tp) is None]
             if latest:
                 ends = true_end_offsets(self.settings.bootstrap, latest)
                 self._starts.update((_where(tp), end) for tp, end in zip(latest, ends, strict=True))
         new = []
         for tp in unplaced:
-            known = positions.get(_where(tp), self._starts.get(_where(tp)))
+            start = known(tp)
             # Offset 0, not OFFSET_BEGINNING: the embedded broker can answer "the beginning" with a
             # later offset (app.kafka.sequence); where retention took 0, the client's reset finds it.
-            new.append(TopicPartition(*tp, int(known) if known is not None else 0))
+            new.append(TopicPartition(*tp, int(start) if start is not None else 0))
             self._assigned.add(tp)
         if new:
             assert self._guard is not None
