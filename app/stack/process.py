@@ -162,15 +162,25 @@ class ManagedProcess:
         if self.port is not None and port_open(self.host, self.port):
             if self.owned_pid() is not None:
                 return "running"  # ours and listening, answering or only too busy to answer yet
-            # Not ours: maybe the service someone else started, too busy to answer the probe yet.
-            if poll_until(self.healthy, self.foreign_grace_s, every_s=1.0):
+            # Not ours: maybe the service someone else started, too busy to answer the probe yet,
+            # or a process that is ending (killed a moment ago, its socket not closed yet).
+            port = self.port
+
+            def settled() -> str | None:
+                if self.healthy():
+                    return "reused"
+                return None if port_open(self.host, port) else "free"
+
+            verdict = poll_until(settled, self.foreign_grace_s, every_s=0.5)
+            if verdict == "reused":
                 return "reused"
-            holder = port_holder(self.port)
-            raise PortHeldByOther(
-                f"{self.name}: port {self.host}:{self.port} is held by another program"
-                f"{f' ({holder})' if holder else ''} that does not answer as {self.name}; "
-                f"free the port or set {self.setting_hint}"
-            )
+            if verdict is None:
+                holder = port_holder(port)
+                raise PortHeldByOther(
+                    f"{self.name}: port {self.host}:{port} is held by another program"
+                    f"{f' ({holder})' if holder else ''} that does not answer as {self.name}; "
+                    f"free the port or set {self.setting_hint}"
+                )
         if self.healthy():  # answering elsewhere (a service without a port of ours)
             return "running" if self.owned_pid() is not None else "reused"
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ and kills; see PROFILES). Kills come at seeded random 3-10 s intervals."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -20,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
+from app.stack.process import pid_alive
 from tests.reliability.mainflow import main_flow
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -48,6 +51,10 @@ def batch_answers(port: int, batch_id: str) -> bool:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _gone(pid: int) -> bool:
+    return not pid_alive(pid)
 
 
 @pytest.mark.timeout(1800)
@@ -80,6 +87,7 @@ def test_main_flow_survives_kill9_of_workers(
                 continue
             os.kill(pid, signal.SIGKILL)
             kills.append(f"worker-{victim}")
+            wait_until(functools.partial(_gone, pid), 10, f"worker-{victim} gone after SIGKILL")
             run.restart_worker(victim)
             next_kill = time.monotonic() + rng.uniform(3.0, 10.0)
             settled = False

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def answers_http(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=0.3):
+            return True
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def http_server(home: Path, port: int, **kwargs: object) -> ManagedProcess:
@@ -82,3 +93,27 @@ def test_the_holder_of_a_port_is_named_only_while_something_listens() -> None:
         named = port_holder(port)
         assert named is not None and named.startswith(f"pid {os.getpid()} (") and "python" in named
     assert port_holder(port) is None
+
+
+def test_a_port_that_comes_free_while_we_wait_is_started_on(tmp_path: Path) -> None:
+    """A process that was killed a moment ago still holds its port until the kernel closes its
+    socket: `start` waits for that instead of calling the port another program's."""
+    port = free_port()
+    ending = socket.socket()
+    ending.bind(("127.0.0.1", port))
+    ending.listen()
+    closing = threading.Timer(0.5, ending.close)
+    closing.start()
+    service = ManagedProcess(
+        name="web",
+        argv=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        home=tmp_path,
+        healthy=lambda: answers_http(port),  # the dying listener accepts but never answers
+        port=port,
+        foreign_grace_s=30,
+    )
+    try:
+        assert service.start() == "started"
+    finally:
+        closing.join()
+        service.stop()
