@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from faust.types import TP
-
 from agents.context import WorkerContext
 from app.batch.ack_handler import AckRecord, apply_ack_record
 from app.batch.ack_position import AckTable
 from app.batch.service import BatchService
 from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
-from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets
-from app.kafka.faust_compat import seek_on_consumer_thread
-from app.kafka.in_order import STALLED_AFTER_S, InOrderPositions
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.in_order import STALLED_AFTER_S
 from tables.batches import FaustBatchTable, batch_table, changelog_topic
 
 __all__ = ["register"]
@@ -47,16 +44,7 @@ def register(worker: WorkerContext) -> None:
 
     acks_name = settings.batch_acks_topic
 
-    async def seek(partition: int, offset: int) -> bool:
-        return await seek_on_consumer_thread(app.consumer, TP(acks_name, partition), offset)
-
-    positions = InOrderPositions(
-        acks_name,
-        AckTable(service),
-        seek,
-        lambda ps: resume_offsets(settings.bootstrap, settings.app_id, [(acks_name, p) for p in ps]),
-        lambda ps: true_end_offsets(settings.bootstrap, [(acks_name, p) for p in ps]),
-    )
+    positions = worker.in_order_positions(acks_name, settings.app_id, AckTable(service))
 
     @app.agent(acks_topic, name="batch-acks")
     async def apply_acks(stream: Any) -> None:

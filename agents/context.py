@@ -7,11 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import faust
+from faust.types import TP
 
 from app.batch.service import BatchService
 from app.dashboard.dashboard import DashboardService
 from app.errors import ConfigError
 from app.hub.web import HubHolder
+from app.kafka.admin import resume_offsets, true_end_offsets
+from app.kafka.faust_compat import seek_on_consumer_thread
+from app.kafka.in_order import InOrderPositions, PositionStore
 from app.pipeline.service import PipelineHost
 from app.settings import Settings
 from app.subscription.supervisor import Supervisor
@@ -34,3 +38,19 @@ class WorkerContext:
         if self.message_hub is None:
             raise ConfigError("the flow capability needs the hub capability registered before it")
         return self.message_hub
+
+    def in_order_positions(self, topic: str, group: str, store: PositionStore) -> InOrderPositions:
+        """An agent's in-order positions over `topic` (app.kafka.in_order): seeks on the app's
+        consumer thread, resumes where `group` would, and probes true end offsets."""
+        app, bootstrap = self.app, self.settings.bootstrap
+
+        async def seek(partition: int, offset: int) -> bool:
+            return await seek_on_consumer_thread(app.consumer, TP(topic, partition), offset)
+
+        return InOrderPositions(
+            topic,
+            store,
+            seek,
+            lambda ps: resume_offsets(bootstrap, group, [(topic, p) for p in ps]),
+            lambda ps: true_end_offsets(bootstrap, [(topic, p) for p in ps]),
+        )

@@ -10,13 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from faust.types import TP
-
 from agents.context import WorkerContext
 from app.crashpoints import InjectedFault, crash_point
-from app.kafka.admin import resume_offsets, true_end_offsets
-from app.kafka.faust_compat import seek_on_consumer_thread
-from app.kafka.in_order import STALLED_AFTER_S, InOrderPositions
+from app.kafka.in_order import STALLED_AFTER_S
 from app.pipeline.definition import load_definition
 from app.pipeline.operator import PipelineOperator
 from app.pipeline.service import PipelineHost
@@ -42,9 +38,6 @@ def register(worker: WorkerContext) -> None:
     control_name = host.topics.control
     control = app.topic(control_name, partitions=1, key_type=bytes, value_serializer="json")
 
-    async def seek(partition: int, offset: int) -> bool:
-        return await seek_on_consumer_thread(app.consumer, TP(control_name, partition), offset)
-
     # Control records are applied strictly in offset order from the position the table keeps
     # (app.kafka.in_order): Faust's committed offset can pass a record never applied, and an
     # operator's mark sent while the pipeline was stopped would be lost.
@@ -53,13 +46,7 @@ def register(worker: WorkerContext) -> None:
     def table_usable() -> bool:
         return bool(tables.recovery.completed.is_set() and not app.in_recovery and not app.rebalancing)
 
-    positions = InOrderPositions(
-        control_name,
-        ControlTable(table, table_usable),
-        seek,
-        lambda ps: resume_offsets(settings.bootstrap, host.topics.app_id, [(control_name, p) for p in ps]),
-        lambda ps: true_end_offsets(settings.bootstrap, [(control_name, p) for p in ps]),
-    )
+    positions = worker.in_order_positions(control_name, host.topics.app_id, ControlTable(table, table_usable))
 
     @app.agent(control, name=f"pipeline-{host.definition.name}-control")
     async def apply_control(stream: Any) -> None:
