@@ -60,6 +60,10 @@ def register(worker: WorkerContext) -> None:
             if not await positions.admit(0, offset):
                 continue
             await host.apply(table, event.value, offset)
+            # Killed here, the record's effect is in the table and the position is not past it: the
+            # restart applies the record again (a set or mark is idempotent; a step or resume finds
+            # no engine running while the agent catches up, and is ignored).
+            crash_point("pipeline.control.position_write")
             positions.handled(0, offset)
             positions.save()
 
