@@ -183,6 +183,7 @@ class HubRepository(Generic[C]):
                 lease_s=self.options.lease_s,
                 new_drawer_id=lambda: str(uuid.uuid4()),
             )
+            crash_point("hub.save.claim")
             if await self._write_ledger(updated, etag):
                 return plan, allocation, updated
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; save not started")
@@ -225,6 +226,7 @@ class HubRepository(Generic[C]):
                 fresh.append(doc)
             else:
                 takeovers.append((doc, entry.etag))
+        crash_point("hub.save.index")
         results = await asyncio.gather(
             self.io.create_all_new(self.io.ids, recipient, fresh),
             *(self.io.replace_if_match(self.io.ids, doc, etag) for doc, etag in takeovers),
@@ -305,6 +307,7 @@ class HubRepository(Generic[C]):
             await keeper
 
     async def _release(self, recipient: str, token: str) -> None:
+        crash_point("hub.save.release")  # everything is written; the fence does not pass it yet
         if not await self._update_claim(recipient, token, release):
             raise SaveLeaseLost(f"save for {recipient} outlived its lease of {self.options.lease_s}s")
 

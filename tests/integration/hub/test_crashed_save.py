@@ -18,23 +18,11 @@ from app.settings import Settings
 from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
 
 
-class Crash(Exception):
-    """Stands in for the worker dying between writing and releasing its claim."""
-
-
 async def save_dying_before_release(hub: MessageHub, batch: list[DataAvailable]) -> None:
-    """A save that writes everything and dies before releasing its claim (a killed worker)."""
-
-    async def die(recipient: str, token: str) -> None:
-        raise Crash(token)
-
-    real_release = hub.repository._release
-    hub.repository._release = die  # type: ignore[method-assign]
-    try:
-        with pytest.raises(Crash):
-            await hub.save(batch)
-    finally:
-        hub.repository._release = real_release  # type: ignore[method-assign]
+    """A save that writes everything and fails before releasing its claim (`hub.save.release`):
+    its claim is left as a killed worker's would be."""
+    with armed("hub.save.release", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(batch)
 
 
 async def test_crashed_save_is_voided_and_retried_exactly_once(
@@ -81,14 +69,8 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
     actor = f"early-crash-{unique}"
     batch = events(actor, 7)
 
-    async def die(*_: object, **__: object) -> bool:
-        raise Crash("killed after the ledger claim, before the index")
-
-    real_write_index = hub.repository._write_index
-    hub.repository._write_index = die  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        await hub.save(batch)
-    hub.repository._write_index = real_write_index  # type: ignore[method-assign]
+    with armed("hub.save.index", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(batch)  # failed after the ledger claim, before the index
 
     retried = await hub.save(batch)
     assert (retried.saved, retried.duplicates) == (7, 0)
@@ -160,7 +142,9 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
     await hub.close()
 
 
-@pytest.mark.parametrize("point", ["hub.save.catalog", "hub.save.drawer", "hub.save.events"])
+@pytest.mark.parametrize(
+    "point", ["hub.save.index", "hub.save.events", "hub.save.drawer", "hub.save.catalog", "hub.save.release"]
+)
 async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     stack: Settings, cosmos: CosmosStore, unique: str, point: str
 ) -> None:
@@ -177,6 +161,27 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    assert (await hub.save(batch)).saved == 6
+    delivered: list[StoredEvent] = []
+    while (bundle := await hub.peek(actor)) is not None:
+        delivered.extend(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    assert ids(delivered) == ids(batch), "each event peeked once, in order"
+    await hub.close()
+
+
+async def test_a_save_failed_at_its_claim_leaves_nothing_and_is_retried_at_once(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    """The claim is the save's first write: failed there, no claim holds the retry back and each
+    event is peeked once, in order."""
+    hub = await MessageHub.open(stack.model_copy(update={"hub_drawer_capacity": 100}), store=cosmos)
+    actor = f"failed-claim-{unique}"
+    batch = events(actor, 6)
+    with armed("hub.save.claim", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(batch)
+    ledger, _ = await hub.repository._read_ledger(actor)
+    assert ledger.claims == (), "nothing claimed"
     assert (await hub.save(batch)).saved == 6
     delivered: list[StoredEvent] = []
     while (bundle := await hub.peek(actor)) is not None:
