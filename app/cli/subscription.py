@@ -103,13 +103,10 @@ def stop(name: str) -> None:
 @click.argument("name")
 @click.option("--keep-topics", is_flag=True, help="keep the RQ and DLQ composite topics")
 def delete(name: str, keep_topics: bool) -> None:
-    """Delete the subscription (and its RQ/DLQ topics unless --keep-topics)."""
+    """Delete the subscription: stop its shards, delete its RQ/DLQ topics (unless --keep-topics),
+    then its definition; a cut run is finished by running it again."""
     registry, metadata = _stores()
-    sub = registry.get(name)
-    registry.delete(name)
-    if not keep_topics:
-        for topic in (sub.rq_topic, sub.dlq_topic):
-            metadata.delete(topic)
+    ops.delete(registry, metadata, name, keep_topics=keep_topics)
     echo_json({"deleted": name})
 
 

@@ -12,6 +12,7 @@ import orjson
 
 from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
+from app.crashpoints import crash_point
 from app.kafka.admin import TopicSpec
 from app.kafka.compacted import CompactedLog
 from app.settings import Settings
@@ -94,10 +95,18 @@ class MetadataStore:
     def switch_produce(self, name: str) -> CompositeTopic:
         return self.put(self.get(name).switch_produce())
 
-    def delete(self, name: str) -> None:
-        topic = self.get(name)
-        self._write(name, None)
+    def delete(self, name: str, *, missing_ok: bool = False) -> None:
+        """The storage topics first, then the definition: cut in between, the definition still
+        names the topics and deleting again finishes the job (the other order left storage topics
+        no definition named, which a later create of the same name took over with their records)."""
+        topic = self.refresh().get(name)
+        if topic is None:
+            if missing_ok:
+                return
+            raise UnknownCompositeTopic(f"no composite topic named {name!r}")
+        crash_point("composite.delete.topics")
         self.admin.delete([t.name for t in topic.storage_topics])
+        self._write(name, None)
         self.refresh()
 
     def describe(self, name: str) -> dict[str, object]:

@@ -160,6 +160,9 @@ class Subscription:
     # Set once by `create`: a subscription deleted and created again under the same name is a new
     # one, with its own consumer group and group states (none of the old one's come back).
     incarnation: str = ""
+    # Set while change-shards holds a running subscription stopped: running the command again
+    # after a cut resumes it, as one clean run would have.
+    resume_after_change: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -211,6 +214,7 @@ class Subscription:
             "epoch": self.epoch,
             "version": self.version,
             "incarnation": self.incarnation,
+            "resume_after_change": self.resume_after_change,
             "rq_topic": self.rq_topic,
             "dlq_topic": self.dlq_topic,
         }
@@ -229,6 +233,7 @@ class Subscription:
                 epoch=int(data.get("epoch", 0)),
                 version=int(data.get("version", 0)),
                 incarnation=str(data.get("incarnation", "")),
+                resume_after_change=bool(data.get("resume_after_change", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidSubscription(f"bad subscription definition: {exc!r}") from exc

@@ -29,6 +29,7 @@ __all__ = [
     "Status",
     "change_shards",
     "create",
+    "delete",
     "dlq_list",
     "lag_report",
     "read_dlq",
@@ -71,8 +72,32 @@ def create(
 
 
 def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Subscription:
+    """The operator's start or stop; it overrides a cut change-shards' intent to resume."""
     sub = registry.get(name)
-    return sub if sub.status is status else registry.put(sub.bump(status=status))
+    if sub.status is status and not sub.resume_after_change:
+        return sub
+    return registry.put(sub.bump(status=status, resume_after_change=False))
+
+
+def delete(
+    registry: SubscriptionRegistry,
+    metadata: MetadataStore,
+    name: str,
+    *,
+    keep_topics: bool = False,
+    stop_wait_s: float = 60.0,
+) -> None:
+    """Stop the shards, delete the RQ and DLQ composite topics (unless `keep_topics`), then the
+    definition. Cut anywhere, the definition is still there and running it again finishes the job
+    (the definition used to go first: a cut left RQ/DLQ topics that no command could reach)."""
+    sub = registry.get(name)
+    if sub.status is Status.RUNNING:
+        registry.put(sub.bump(status=Status.STOPPED))
+        wait_stopped(registry, name, stop_wait_s)  # no shard writes to RQ/DLQ while they go
+    if not keep_topics:
+        for topic in (sub.rq_topic, sub.dlq_topic):
+            metadata.delete(topic, missing_ok=True)  # a cut run may have deleted it already
+    registry.delete(name)
 
 
 def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -156,28 +181,40 @@ def change_shards(
     changelog of every slot.
     """
     sub = registry.get(name)
-    was_running = sub.status is Status.RUNNING
+    was_running = sub.status is Status.RUNNING or sub.resume_after_change  # or a cut run stopped it
     mq, rq, dlq = metadata.get(sub.topic), metadata.get(sub.rq_topic), metadata.get(sub.dlq_topic)
     plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))  # refuse early
-    if was_running:
-        sub = registry.put(sub.bump(status=Status.STOPPED))
+    if sub.status is Status.RUNNING:
+        sub = registry.put(sub.bump(status=Status.STOPPED, resume_after_change=True))
         wait_stopped(registry, name, stop_wait_s)  # shards commit as they stop, then mark it
     try:
         # again once stopped: the shards may have finished an MQ storage topic meanwhile
         plan = plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))
     except InvalidSubscription:
         if was_running:
-            registry.put(sub.bump(status=Status.RUNNING))
+            registry.put(sub.bump(status=Status.RUNNING, resume_after_change=False))
         raise
     for topic_name, partitions in (
         (sub.rq_topic, plan.new_rq_partitions),
         (sub.dlq_topic, plan.new_dlq_partitions),
     ):
         if partitions is not None:
-            metadata.add_storage_topic(topic_name, partitions)
-            metadata.switch_produce(topic_name)
+            _produce_to_new_storage(metadata, topic_name, partitions)
     status = Status.RUNNING if was_running else Status.STOPPED
-    return registry.put(sub.bump(shard_count=shard_count, epoch=sub.epoch + 1, status=status))
+    return registry.put(
+        sub.bump(shard_count=shard_count, epoch=sub.epoch + 1, status=status, resume_after_change=False)
+    )
+
+
+def _produce_to_new_storage(metadata: MetadataStore, topic_name: str, partitions: int) -> None:
+    """Add a storage topic of `partitions` and switch producing to it. A storage topic a cut run
+    added and never switched to (still empty: nothing produces there) is switched to, not added again."""
+    topic = metadata.get(topic_name)
+    added_before = topic.produce_pointer < len(topic.storage_topics) - 1
+    if not (added_before and topic.storage_topics[-1].partitions == partitions):
+        topic = metadata.add_storage_topic(topic_name, partitions)
+    while topic.produce_pointer < len(topic.storage_topics) - 1:
+        topic = metadata.switch_produce(topic_name)
 
 
 def reset_offset(

@@ -93,3 +93,103 @@ async def test_reset_offset_cut_at_its_writes_then_run_again(
             assert seqs == sorted(seqs), g
     finally:
         registry.close()
+
+
+def _storage_topics(metadata: MetadataStore) -> set[str]:
+    return set(metadata.admin.topics())
+
+
+@pytest.mark.parametrize("point", ["composite.delete.topics", "composite.metadata.write"])
+def test_composite_delete_cut_then_run_again(
+    stack: Settings, metadata: MetadataStore, unique: str, point: str
+) -> None:
+    """Cut before its storage topics go or before its definition does, the composite topic is still
+    defined and deleting it again finishes the job; one created again under the name holds none of
+    the old records (the definition used to go first, leaving storage topics a new one took over)."""
+    name = f"adm-d-{unique}"
+    metadata.create(name, 2)
+    with CompositeProducer(stack, name, store=metadata) as producer:
+        for seq in range(10):
+            producer.produce(f"g{seq}", f"{seq}")
+    with crashpoints.armed(point), pytest.raises(crashpoints.InjectedFault):
+        metadata.delete(name)
+    assert name in metadata.refresh(), "still defined after the cut"
+    metadata.delete(name)
+    assert name not in metadata.refresh()
+    assert f"{name}.0" not in _storage_topics(metadata)
+    again = metadata.create(name, 2)
+    assert sum(metadata.admin.end_offsets(again.storage_topics[0].name, 2)) == 0, "no old records"
+
+
+@pytest.mark.parametrize(
+    ("point", "nth"),
+    [
+        ("subscription.registry.write", 1),  # the definition's tombstone, after RQ and DLQ went
+        ("composite.delete.topics", 2),  # RQ deleted, DLQ not
+        ("composite.metadata.write", 2),  # DLQ's storage topics deleted, its definition not
+    ],
+)
+def test_subscription_delete_cut_then_run_again(
+    stack: Settings, metadata: MetadataStore, unique: str, point: str, nth: int
+) -> None:
+    topic = f"adm-sd-{unique}"
+    metadata.create(topic, 2)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
+    try:
+        sub = ops.create(registry, metadata, f"adm-sd-{unique}", topic, EndpointSpec("callable", "rec"))
+        with crashpoints.armed(point, nth=nth), pytest.raises(crashpoints.InjectedFault):
+            ops.delete(registry, metadata, sub.name)
+        assert registry.get(sub.name).name == sub.name, "the definition stays until the end"
+        ops.delete(registry, metadata, sub.name)
+        with pytest.raises(NotFound):
+            registry.get(sub.name)
+        defined = metadata.refresh()
+        assert sub.rq_topic not in defined and sub.dlq_topic not in defined
+        assert not {f"{sub.rq_topic}.0", f"{sub.dlq_topic}.0"} & _storage_topics(metadata)
+    finally:
+        registry.close()
+
+
+@pytest.mark.parametrize(
+    ("point", "nth"),
+    [
+        ("subscription.registry.write", 1),  # stopping it
+        ("composite.metadata.write", 1),  # RQ's new storage topic made, not defined
+        ("composite.metadata.write", 2),  # RQ's new storage topic defined, producing not switched
+        ("composite.metadata.write", 4),  # DLQ's likewise
+        ("subscription.registry.write", 2),  # the new shard count and the resume
+    ],
+)
+def test_change_shards_cut_then_run_again(
+    stack: Settings, metadata: MetadataStore, unique: str, point: str, nth: int
+) -> None:
+    """A running subscription's change-shards that must add RQ/DLQ storage topics (MQ went from
+    4 to 6 partitions; 3 shards cannot read the 4-partition RQ), cut at each of its writes and run
+    again, ends as one clean run does: running, 3 shards, one 6-partition storage topic added to
+    each of RQ and DLQ and produced to. Before, a cut after the stop left it stopped for good, and
+    a cut before the switch added a second storage topic."""
+    topic = f"adm-cs-{unique}"
+    metadata.create(topic, 4)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
+    try:
+        sub = ops.create(
+            registry, metadata, f"adm-cs-{unique}", topic, EndpointSpec("callable", "rec"), shard_count=2
+        )
+        metadata.add_storage_topic(topic, 6)  # T0 stays empty: the shards read from T1
+        metadata.switch_produce(topic)
+        ops.set_status(registry, sub.name, ops.Status.RUNNING)
+        with crashpoints.armed(point, nth=nth), pytest.raises(crashpoints.InjectedFault):
+            ops.change_shards(registry, metadata, sub.name, 3, stop_wait_s=5)
+        changed = ops.change_shards(registry, metadata, sub.name, 3, stop_wait_s=5)
+        assert (changed.status, changed.shard_count) == (ops.Status.RUNNING, 3)
+        assert registry.get(sub.name) == changed and not changed.resume_after_change
+        for internal in (sub.rq_topic, sub.dlq_topic):
+            now = metadata.get(internal)
+            assert [s.partitions for s in now.storage_topics] == [4, 6], internal
+            assert now.produce_pointer == 1, internal
+    finally:
+        registry.close()
