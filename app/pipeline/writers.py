@@ -277,6 +277,7 @@ class CosmosSink:
             async with gate:
                 doc = {**m.data, "id": doc_id}
                 if m.op is Op.DELETE:
+                    crash_point("pipeline.writer.cosmos.delete")
                     try:
                         await container.delete_item(doc_id, partition_key=doc.get(self.partition_key[1:]))
                     except CosmosResourceNotFoundError:
