@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.cosmos import CosmosStore
+from app.crashpoints import InjectedFault, armed
 from app.eventstore import (
     Cache,
     CorruptStream,
@@ -117,20 +118,6 @@ async def test_seed_worked_example_reaches_state5_every_way(cosmos: CosmosStore,
     assert ways["fold state4 [C3 d5]"][1:] == (1, 1)  # one event folded onto the cached state
 
 
-class DiesAfterCalving:
-    """The real Cosmos storage, except the writer 'dies' right after writing a calved batch."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def write_batch(self, batch: BatchDocument) -> None:
-        await self.inner.write_batch(batch)
-        raise ConnectionAbortedError("writer died after calving")
-
-
 async def test_writer_dying_between_calved_batch_and_tip_loses_and_duplicates_nothing(
     cosmos: CosmosStore, unique: str
 ) -> None:
@@ -139,11 +126,9 @@ async def test_writer_dying_between_calved_batch_and_tip_loses_and_duplicates_no
     healthy = store.category("Favorites", fav.DECIDER, fav.CODEC, Unoptimized())
     for k in range(3):
         await healthy.transact(stream, fav.Add(k, "before", NOW))
-    dying = EventStore(DiesAfterCalving(store.cosmos_storage), store.options).category(
-        "Favorites", fav.DECIDER, fav.CODEC, Unoptimized()
-    )
-    with pytest.raises(ConnectionAbortedError):
-        await dying.transact(stream, fav.Add(50, "never committed", NOW))
+    # The fourth event calves the tip's three into batch "0"; the writer dies before the tip says so.
+    with armed("eventstore.tip.replace"), pytest.raises(InjectedFault):
+        await healthy.transact(stream, fav.Add(50, "never committed", NOW))
     orphan = await store.cosmos_storage.container.read_item("0", partition_key=stream)
     assert orphan["n"] == 3  # the calved batch exists, but the tip still starts at 0
     assert [i for i, _ in await healthy.read_events(stream)] == [0, 1, 2]
@@ -155,8 +140,14 @@ async def test_writer_dying_between_calved_batch_and_tip_loses_and_duplicates_no
     )
     for k in range(3, 5):
         await wide.transact(stream, fav.Add(k, "merged", NOW))
-    for k in range(5, 10):  # the next writer calves at the same id, then keeps going
-        await healthy.transact(stream, fav.Add(k, "after", NOW))
+    # The next writer calves at the same id (growing the orphan fails once, and is decided again),
+    # then keeps going.
+    with armed("eventstore.batch.grow") as grow:
+        with pytest.raises(InjectedFault):
+            await healthy.transact(stream, fav.Add(5, "after", NOW))
+        for k in range(5, 10):
+            await healthy.transact(stream, fav.Add(k, "after", NOW))
+    assert grow.fired
     grown = await store.cosmos_storage.container.read_item("0", partition_key=stream)
     assert grown["n"] == 5
     stored = await healthy.read_events(stream)
@@ -164,6 +155,34 @@ async def test_writer_dying_between_calved_batch_and_tip_loses_and_duplicates_no
     assert [e.item.id for _, e in stored if isinstance(e, fav.Added)] == list(range(10))
     fresh = await store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot()).load(stream)
     assert sorted(x.id for x in fresh.state) == list(range(10))
+
+
+@pytest.mark.parametrize(
+    "point", ["eventstore.tip.create", "eventstore.tip.replace", "eventstore.batch.create"]
+)
+async def test_a_write_failed_at_its_point_and_decided_again_loses_and_duplicates_nothing(
+    cosmos: CosmosStore, unique: str, point: str
+) -> None:
+    """Ten decisions on a stream whose tip calves every three events; the first write at `point`
+    fails (the stream's first tip, its first replace, its first calved batch), and the writer,
+    restarted, decides again: every event is stored once, in order."""
+    store = await store_on(cosmos, unique, max_events_in_tip=3)
+    stream = f"Favorites-{unique}"
+    failed = 0
+    with armed(point) as trigger:
+        for k in range(10):
+            try:
+                await store.category("Favorites", fav.DECIDER, fav.CODEC, Unoptimized()).transact(
+                    stream, fav.Add(k, "x", NOW)
+                )
+            except InjectedFault:
+                failed += 1
+                restarted = store.category("Favorites", fav.DECIDER, fav.CODEC, Unoptimized())
+                await restarted.transact(stream, fav.Add(k, "x", NOW))
+    assert trigger.fired and failed == 1
+    stored = await store.category("Favorites", fav.DECIDER, fav.CODEC, Unoptimized()).read_events(stream)
+    assert [i for i, _ in stored] == list(range(10))
+    assert [e.item.id for _, e in stored if isinstance(e, fav.Added)] == list(range(10))
 
 
 @pytest.mark.parametrize(

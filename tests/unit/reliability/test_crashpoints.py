@@ -85,3 +85,20 @@ def test_every_crash_point_in_the_code_is_in_docs_reliability_and_back() -> None
     assert in_code, "no crash point found in the code"
     assert sorted(in_code - documented) == [], "crash points missing from docs/reliability.md"
     assert sorted(documented - in_code) == [], "docs/reliability.md names points the code lacks"
+
+
+TEST_FILE = re.compile(r"tests/[\w/]+\.py")
+
+
+def test_every_documented_point_names_a_test_that_arms_it() -> None:
+    """Each row's tests column names at least one test file that exists and names the point (arms
+    it, or lists it among the points it arms)."""
+    unarmed = []
+    for row in (ROOT / "docs" / "reliability.md").read_text().splitlines():
+        point = DOC_ROW.match(row)
+        if point is None:
+            continue
+        tests = [ROOT / t for t in TEST_FILE.findall(row.rstrip(" |").rsplit("|", 1)[-1])]
+        if not any(t.exists() and point.group(1) in t.read_text() for t in tests):
+            unarmed.append(point.group(1))
+    assert unarmed == [], "rows whose named tests never arm their point"
