@@ -101,5 +101,6 @@ async def send_acks(topic: Any, item_ids: Iterable[str], partitions: int) -> int
     """For Faust agents: send ack records through a Faust topic (e.g. `app.topic("batch-acks")`)."""
     records = ack_records(item_ids, partitions)
     for record in records:
+        crash_point("batch.acks.produce")
         await topic.send(key=record.key, value=record.value, partition=record.partition)
     return len(records)
