@@ -114,7 +114,9 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
         assert sorted(dead[key]) == sorted([*expected, (PER_KEY, follows)]), (key, dead[key])
 
 
-@pytest.mark.parametrize("point", ["consumer.replay.retry_copy:2", "consumer.replay.states"])
+@pytest.mark.parametrize(
+    "point", ["consumer.replay.retry_copy:2", "consumer.replay.states", "consumer.replay.states:2"]
+)
 async def test_replay_killed_at_its_writes_then_run_again(kafka: Settings, unique: str, point: str) -> None:
     """The replay tool dies at a write (SIGKILL) and the operator runs it again; then a copy starts
     (adopting what the first run left): every dead letter is handled, in its key's order."""

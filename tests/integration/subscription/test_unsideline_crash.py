@@ -1,7 +1,7 @@
 """`dlq unsideline` cut at its writes (the point raises in the command's process, as a refused or
 lost write would): after the replay copies went to RQ (`subscription.unsideline.rq_copy`, second
-copy) or before the groups' new states were written (`subscription.unsideline.states`). The
-command fails; run again, it replays everything selected; started, the subscription delivers every
+copy), before the groups' new states were written (`subscription.unsideline.states`), or after,
+before the epoch bump (`subscription.registry.write`). The command fails; run again, it replays everything selected; started, the subscription delivers every
 replayed message, each group in produce order at each message's last delivery, and a new message
 of the group after them. The copies of the cut run are read before the re-run's (at most a
 redelivery, never a message ahead of an earlier one)."""
@@ -29,7 +29,12 @@ MESSAGES = 60
 
 
 @pytest.mark.parametrize(
-    ("point", "hit"), [("subscription.unsideline.rq_copy", 2), ("subscription.unsideline.states", 1)]
+    ("point", "hit"),
+    [
+        ("subscription.unsideline.rq_copy", 2),
+        ("subscription.unsideline.states", 1),
+        ("subscription.registry.write", 1),  # the states written, the epoch not bumped
+    ],
 )
 async def test_unsideline_cut_at_its_writes_then_run_again(
     stack: Settings,
@@ -74,7 +79,8 @@ async def test_unsideline_cut_at_its_writes_then_run_again(
         with crashpoints.armed(point, nth=hit), pytest.raises(crashpoints.InjectedFault):
             await asyncio.to_thread(unsideline, settings, registry, metadata, sub.name, everything)
         report = await asyncio.to_thread(unsideline, settings, registry, metadata, sub.name, everything)
-        assert report["replayed"] == in_dlq
+        # cut after the states were written, the re-run finds nothing left to replay
+        assert report["replayed"] == (0 if point == "subscription.registry.write" else in_dlq)
         ops.set_status(registry, sub.name, Status.RUNNING)
         with CompositeProducer(stack, topic, store=metadata) as producer:
             producer.produce(fixed, f"{fixed}:{MESSAGES}")  # after the replays in its group's order
