@@ -1,10 +1,11 @@
 """`dlq unsideline` cut at its writes (the point raises in the command's process, as a refused or
 lost write would): after the replay copies went to RQ (`subscription.unsideline.rq_copy`, second
-copy), before the groups' new states were written (`subscription.unsideline.states`), or after,
-before the epoch bump (`subscription.registry.write`). The command fails; run again, it replays everything selected; started, the subscription delivers every
-replayed message, each group in produce order at each message's last delivery, and a new message
-of the group after them. The copies of the cut run are read before the re-run's (at most a
-redelivery, never a message ahead of an earlier one)."""
+copy), before the groups' new states were written (`subscription.unsideline.states`), or after
+them, before the epoch bump (`subscription.registry.write`). The command fails; run again, it
+replays everything selected (nothing, when the states were written); started, the subscription
+delivers every replayed message, each group in produce order at each message's last delivery, and
+a new message of the group after them. The copies of the cut run are read before the re-run's (at
+most a redelivery, never a message ahead of an earlier one)."""
 
 from __future__ import annotations
 
