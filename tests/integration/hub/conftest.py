@@ -73,3 +73,12 @@ async def drawers(
 
 def ids(items: Sequence[Any]) -> list[str]:
     return [getattr(i, "event", i).id for i in items]
+
+
+async def drain(hub: MessageHub, actor: str) -> list[str]:
+    """Peek and dequeue until nothing is left: the ids of the events shown, in the order shown."""
+    seen: list[str] = []
+    while (bundle := await hub.peek(actor)) is not None:
+        seen += ids(bundle.events)
+        await hub.dequeue(actor, bundle.bundle_id)
+    return seen

@@ -15,7 +15,7 @@ from app.hub import MessageHub, repository
 from app.hub.errors import SaveInProgress
 from app.hub.model import StoredEvent
 from app.settings import Settings
-from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
+from tests.integration.hub.conftest import DRAWER_CAPACITY, drain, events, ids
 
 
 async def save_dying_before_release(hub: MessageHub, batch: list[DataAvailable]) -> None:
@@ -50,11 +50,8 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
     assert (retried.saved, retried.duplicates) == (7, 0)  # the voided entries count as absent
     again = await hub.save(batch)
     assert (again.saved, again.duplicates) == (0, 7)
-    delivered: list[StoredEvent] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        delivered.extend(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert ids(delivered) == ids(batch)  # once each, in order; the dead save's documents stay invisible
+    # once each, in order; the dead save's documents stay invisible
+    assert await drain(hub, actor) == ids(batch)
     await hub.close()
 
 
@@ -82,11 +79,7 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
 
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
     assert await hub.depth(actor) == {"timeseries": 7}  # the expired claim is voided by this read
-    delivered: list[StoredEvent] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        delivered.extend(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert ids(delivered) == ids(batch)
+    assert await drain(hub, actor) == ids(batch)
     await hub.close()
 
 
@@ -112,11 +105,7 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
     assert (await hub.save(later)).saved == 3  # voids the dead claim, placed behind its run
 
     await hub.dequeue(actor, bundle.bundle_id)
-    delivered: list[StoredEvent] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        delivered.extend(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert ids(delivered) == ids(later)
+    assert await drain(hub, actor) == ids(later)
     await hub.close()
 
 
@@ -162,11 +151,7 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     [dead] = ledger.claims
     await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
     assert (await hub.save(batch)).saved == 6
-    delivered: list[StoredEvent] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        delivered.extend(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert ids(delivered) == ids(batch), "each event peeked once, in order"
+    assert await drain(hub, actor) == ids(batch), "each event peeked once, in order"
     await hub.close()
 
 
@@ -183,11 +168,7 @@ async def test_a_save_failed_at_its_claim_leaves_nothing_and_is_retried_at_once(
     ledger, _ = await hub.repository._read_ledger(actor)
     assert ledger.claims == (), "nothing claimed"
     assert (await hub.save(batch)).saved == 6
-    delivered: list[StoredEvent] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        delivered.extend(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert ids(delivered) == ids(batch), "each event peeked once, in order"
+    assert await drain(hub, actor) == ids(batch), "each event peeked once, in order"
     await hub.close()
 
 

@@ -14,7 +14,7 @@ from app.hub import MessageHub
 from app.hub.documents import ledger_from_doc
 from app.hub.ports import HubStore
 from app.settings import Settings
-from tests.integration.hub.conftest import events, ids, open_hub
+from tests.integration.hub.conftest import drain, events, open_hub
 
 
 async def read_doc(io: HubStore[Any], actor: str) -> dict[str, Any]:
@@ -50,8 +50,5 @@ async def test_saves_in_turn_from_two_workers_keep_every_event_in_order(
         "a redelivery claims nothing, so it leaves no void range in the ledger (which keeps them all)"
     )
 
-    shown: list[str] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        shown += ids(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    assert shown == [e.id for batch in batches for e in batch], "each event once, in save order"
+    saved = [e.id for batch in batches for e in batch]
+    assert await drain(hub, actor) == saved, "each event once, in save order"

@@ -16,7 +16,7 @@ import pytest_asyncio
 from app.cosmos import open_cosmos
 from app.hub import MessageHub
 from app.settings import Settings
-from tests.integration.hub.conftest import DRAWER_CAPACITY, events, ids
+from tests.integration.hub.conftest import DRAWER_CAPACITY, drain, events, ids
 from tests.support.cosmos_semantics import CosmosSemantics
 
 pytestmark = pytest.mark.integration
@@ -32,14 +32,6 @@ async def real_hub(stack: Settings, unique: str) -> AsyncIterator[tuple[CosmosSe
     await hub.close()
     await store.client.delete_database(store.database.id)
     await store.close()
-
-
-async def drain(hub: MessageHub, actor: str) -> list[str]:
-    seen: list[str] = []
-    while (bundle := await hub.peek(actor)) is not None:
-        seen += ids(bundle.events)
-        await hub.dequeue(actor, bundle.bundle_id)
-    return seen
 
 
 async def test_a_racing_save_refused_whole_by_the_index_batch_places_the_rest_once(
