@@ -99,11 +99,12 @@ class MetadataStore:
         """The storage topics first, then the definition: cut in between, the definition still
         names the topics and deleting again finishes the job (the other order left storage topics
         no definition named, which a later create of the same name took over with their records)."""
-        topic = self.refresh().get(name)
-        if topic is None:
+        try:
+            topic = self.get(name)
+        except UnknownCompositeTopic:
             if missing_ok:
                 return
-            raise UnknownCompositeTopic(f"no composite topic named {name!r}")
+            raise
         crash_point("composite.delete.topics")
         self.admin.delete([t.name for t in topic.storage_topics])
         self._write(name, None)
