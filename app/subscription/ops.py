@@ -90,10 +90,7 @@ def delete(
     """Stop the shards, delete the RQ and DLQ composite topics (unless `keep_topics`), then the
     definition. Cut anywhere, the definition is still there and running it again finishes the job
     (the definition used to go first: a cut left RQ/DLQ topics that no command could reach)."""
-    sub = registry.get(name)
-    if sub.status is Status.RUNNING:
-        registry.put(sub.bump(status=Status.STOPPED))
-        wait_stopped(registry, name, stop_wait_s)  # no shard writes to RQ/DLQ while they go
+    sub = _stopped(registry, registry.get(name), stop_wait_s)  # no shard writes to RQ/DLQ while they go
     if not keep_topics:
         for topic in (sub.rq_topic, sub.dlq_topic):
             metadata.delete(topic, missing_ok=True)  # a cut run may have deleted it already
@@ -130,6 +127,17 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
     out["dlq_depth"] = sum(true_end_offsets(metadata.bootstrap, dlq_tps))
     out["shards"] = shards
     return out
+
+
+def _stopped(
+    registry: SubscriptionRegistry, sub: Subscription, wait_s: float, **changes: Any
+) -> Subscription:
+    """A running subscription set stopped (with `changes`) once no worker runs its shards."""
+    if sub.status is not Status.RUNNING:
+        return sub
+    stopped = registry.put(sub.bump(status=Status.STOPPED, **changes))
+    wait_stopped(registry, sub.name, wait_s)
+    return stopped
 
 
 def wait_stopped(registry: SubscriptionRegistry, name: str, timeout_s: float = 60.0) -> None:
@@ -184,9 +192,7 @@ def change_shards(
     was_running = sub.status is Status.RUNNING or sub.resume_after_change  # or a cut run stopped it
     mq, rq, dlq = metadata.get(sub.topic), metadata.get(sub.rq_topic), metadata.get(sub.dlq_topic)
     plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))  # refuse early
-    if sub.status is Status.RUNNING:
-        sub = registry.put(sub.bump(status=Status.STOPPED, resume_after_change=True))
-        wait_stopped(registry, name, stop_wait_s)  # shards commit as they stop, then mark it
+    sub = _stopped(registry, sub, stop_wait_s, resume_after_change=True)  # shards commit as they stop
     try:
         # again once stopped: the shards may have finished an MQ storage topic meanwhile
         plan = plan_shard_change(mq, rq, dlq, shard_count, _mq_read_from(metadata, sub))
