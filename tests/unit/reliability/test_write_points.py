@@ -6,6 +6,10 @@ table (`table[key] = value` writes its changelog) must call `crash_point` itself
 its point is named by the caller or callee that is its one way in, it is not a write of data a
 promise rests on, or it has no point yet (a gap, said openly, and listed in docs/reliability.md).
 A new write that is none of these fails this test; so does an entry that no longer matches the code.
+
+Within a function that calls `crash_point`, each write must be on a path through one: a point
+stands beside the write (before or after it) in the write's block or in a block around it, or is
+an `if` whose every branch passes one. A write on a branch that passes none fails.
 """
 
 from __future__ import annotations
@@ -133,6 +137,46 @@ def _assigns_to_a_table(function: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
     return False
 
 
+def _passes_a_point(statement: ast.stmt) -> bool:
+    """`crash_point(...)` as a statement, or an `if` whose every branch passes one."""
+    if isinstance(statement, ast.If):
+        return any(map(_passes_a_point, statement.body)) and any(map(_passes_a_point, statement.orelse))
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "crash_point"
+
+
+def _is_write(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and node.func.attr in WRITES
+    targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else []
+    return any(isinstance(t, ast.Subscript) and "table" in ast.unparse(t.value).lower() for t in targets)
+
+
+def writes_off_the_points(source: str) -> list[str]:
+    """`function:line` of each write that no crash point stands beside, in functions that call one."""
+    tree = ast.parse(source)
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    found = []
+    writes = [n for n in ast.walk(tree) if isinstance(n, ast.Call | ast.Assign | ast.Delete) and _is_write(n)]
+    for write in writes:
+        node: ast.AST = write
+        function, guarded = None, False
+        while node in parent and function is None:
+            above = parent[node]
+            for block in (getattr(above, f, None) for f in ("body", "orelse", "finalbody", "handlers")):
+                if isinstance(block, list) and node in block and any(map(_passes_a_point, block)):
+                    guarded = True
+            node, function = above, above if isinstance(above, functions) else None
+        calls_points = function is not None and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "crash_point"
+            for n in ast.walk(function)
+        )
+        if calls_points and not guarded:
+            found.append(f"{getattr(function, 'name', 'lambda')}:{write.lineno}")
+    return found
+
+
 def unguarded_writes() -> set[str]:
     found: set[str] = set()
     for folder in ("app", "agents", "tables", "spark_ingest"):
@@ -160,3 +204,36 @@ def test_the_gaps_are_listed_in_docs_reliability() -> None:
     doc = (ROOT / "docs" / "reliability.md").read_text()
     for entry in NO_POINT_YET:
         assert f"`{entry}`" in doc, f"{entry} is a gap docs/reliability.md does not list"
+
+
+def test_every_write_in_a_function_with_points_is_on_a_path_through_one() -> None:
+    found = {
+        f"{path.relative_to(ROOT).as_posix()}::{where}"
+        for folder in ("app", "agents", "tables", "spark_ingest")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for where in writes_off_the_points(path.read_text())
+    }
+    assert sorted(found) == [], "writes on a branch that passes no crash point"
+
+
+BRANCHES = """
+async def write(container, op, doc):
+    if op == "delete":
+        await container.delete_item(doc)
+    else:
+        crash_point("x.upsert")
+        await container.upsert_item(doc)
+
+async def confirmed(out, queue, doc):
+    await out.produce(doc)
+    if queue == "rq":
+        crash_point("x.rq")
+    else:
+        crash_point("x.dlq")
+"""
+
+
+def test_a_write_on_a_branch_without_a_point_is_found() -> None:
+    """The Cosmos writer's delete branch had no point (before 1eb03ce); a point on every branch after
+    the write counts."""
+    assert writes_off_the_points(BRANCHES) == ["write:4"]
