@@ -20,13 +20,13 @@ from azure.cosmos.aio import ContainerProxy
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.hub.model import CabinetKey, Ledger
-from app.hub.ports import BATCH_LIMIT, AllPages, RequestCounter
+from app.hub.ports import AllPages, BatchedCreates, RequestCounter
 
 __all__ = ["HubContainers"]
 
 
 @dataclass
-class HubContainers(AllPages[ContainerProxy]):
+class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
     """HubStore[ContainerProxy]: the hub's containers on Cosmos DB, with request counting."""
 
     event_shards: Sequence[ContainerProxy]  # pk: drawer id; a cabinet's drawers spread over them
@@ -130,34 +130,7 @@ class HubContainers(AllPages[ContainerProxy]):
         with contextlib.suppress(exceptions.CosmosResourceNotFoundError):
             await container.delete_item(doc_id, partition_key=partition_key)
 
-    async def bulk_create(
-        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> None:
-        """Create documents of one partition in batches of 100, concurrently within the write gate."""
-        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
-        await asyncio.gather(*(self._create_chunk(container, partition_key, chunk) for chunk in chunks))
-
-    async def _create_chunk(
-        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> None:
-        if await self._batch_create(container, partition_key, docs):
-            return
-        for doc in docs:  # a retry after a partial write: finish one by one, 409 means already there
-            await self.create(container, doc)
-
-    async def create_all_new(
-        self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> bool:
-        """Create documents of one partition in batches of 100; False when any of them already existed.
-
-        After False, some of `docs` may have been created: real Cosmos DB rolls a failed batch back,
-        the embedded endpoint keeps the operations before the failing one.
-        """
-        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
-        created = await asyncio.gather(*(self._batch_create(container, partition_key, c) for c in chunks))
-        return all(created)
-
-    async def _batch_create(
+    async def batch_create(
         self, container: ContainerProxy, partition_key: str, docs: Sequence[dict[str, Any]]
     ) -> bool:
         """One batch of creates; False when it failed on a document that already exists."""

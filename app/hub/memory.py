@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import ConfigError
 from app.hub.model import CabinetKey, Ledger
-from app.hub.ports import BATCH_LIMIT, AllPages, HubStore, RequestCounter
+from app.hub.ports import AllPages, BatchedCreates, HubStore, RequestCounter
 
 __all__ = ["MemoryContainer", "MemoryHubStore", "Query", "Request", "UnsupportedQuery", "parse_query"]
 
@@ -182,7 +182,7 @@ def parse_query(sql: str) -> Query:
 # ---- the store --------------------------------------------------------------------------------
 
 
-class MemoryHubStore(AllPages["MemoryContainer"]):
+class MemoryHubStore(AllPages["MemoryContainer"], BatchedCreates["MemoryContainer"]):
     """HubStore[MemoryContainer]: the hub's five kinds of container in memory."""
 
     def __init__(
@@ -323,30 +323,9 @@ class MemoryHubStore(AllPages["MemoryContainer"]):
         if container.partition(partition_key).pop(doc_id, None) is not None:
             await self._written(request)
 
-    # ---- bulk creates, batch by batch as the adapter sends them
+    # ---- one batch of creates (BatchedCreates splits a bulk into them as for the adapter)
 
-    async def bulk_create(
-        self, container: MemoryContainer, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> None:
-        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
-        await asyncio.gather(*(self._create_chunk(container, partition_key, chunk) for chunk in chunks))
-
-    async def _create_chunk(
-        self, container: MemoryContainer, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> None:
-        if await self._batch_create(container, partition_key, docs):
-            return
-        for doc in docs:
-            await self.create(container, doc)
-
-    async def create_all_new(
-        self, container: MemoryContainer, partition_key: str, docs: Sequence[dict[str, Any]]
-    ) -> bool:
-        chunks = [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]
-        created = await asyncio.gather(*(self._batch_create(container, partition_key, c) for c in chunks))
-        return all(created)
-
-    async def _batch_create(
+    async def batch_create(
         self, container: MemoryContainer, partition_key: str, docs: Sequence[dict[str, Any]]
     ) -> bool:
         """One batch of creates in one partition; False when it met an id already there."""

@@ -11,6 +11,7 @@ failure of the store is `ServiceUnavailable` (retriable).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from app.hub.actor import ActorBundles, ActorEvent
 from app.hub.model import CabinetKey, Ledger
 
-__all__ = ["BATCH_LIMIT", "AllPages", "BundleLog", "HubStore", "RequestCounter"]
+__all__ = ["BATCH_LIMIT", "AllPages", "BatchedCreates", "BundleLog", "HubStore", "RequestCounter"]
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -163,3 +164,35 @@ class AllPages(Generic[C]):
         return [
             doc async for page in self.pages(container, sql, partition_key, params, page_size) for doc in page
         ]
+
+
+class BatchedCreates(Generic[C]):
+    """`HubStore.bulk_create` and `create_all_new` for a store that has `batch_create` (one batch
+    of at most BATCH_LIMIT creates in one partition) and `create`: the adapter and the in-memory
+    fake split and finish bulks the same way."""
+
+    async def batch_create(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:
+        """One batch of creates; False when it met a document that already exists."""
+        raise NotImplementedError
+
+    async def create(self, container: C, doc: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    async def bulk_create(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> None:
+        await asyncio.gather(*(self._create_chunk(container, partition_key, c) for c in _chunks(docs)))
+
+    async def _create_chunk(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> None:
+        if await self.batch_create(container, partition_key, docs):
+            return
+        for doc in docs:  # a retry after a partial write: finish one by one, 409 means already there
+            await self.create(container, doc)
+
+    async def create_all_new(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:
+        created = await asyncio.gather(
+            *(self.batch_create(container, partition_key, c) for c in _chunks(docs))
+        )
+        return all(created)
+
+
+def _chunks(docs: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
+    return [docs[i : i + BATCH_LIMIT] for i in range(0, len(docs), BATCH_LIMIT)]

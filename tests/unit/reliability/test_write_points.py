@@ -65,7 +65,7 @@ POINT_ELSEWHERE = {
     "app/hub/cosmos_io.py::replace_tagged": "as above",
     "app/hub/cosmos_io.py::delete_if_match": "as above",
     "app/hub/cosmos_io.py::delete": "as above",
-    "app/hub/cosmos_io.py::_batch_create": "hub.save.events",
+    "app/hub/cosmos_io.py::batch_create": "hub.save.events",
     "app/hub/cosmos_io.py::create": "as above (hub.save.catalog, hub.peek.catalog_added)",
     "app/hub/cosmos_io.py::replace_if_match": "as above (hub.save.index)",
     "app/hub/repository.py::_write_ledger": (
