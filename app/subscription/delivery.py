@@ -119,6 +119,7 @@ class Item:
     storage_idx: int
     from_rq: bool
     meta: InternalMeta | None = None
+    fed_from: Position | None = None  # a copy fed after a shard change: where its owner wrote it
 
     @property
     def undecodable(self) -> bool:
@@ -130,10 +131,11 @@ class Item:
 
     @property
     def read(self) -> MessageState | None:
-        """Where this copy was read in RQ (None for MQ records)."""
+        """Where this copy sits in RQ for its group's rules (None for MQ records): where it was
+        read, or for a fed copy, where its group's owner wrote it."""
         if self.meta is None:
             return None
-        return MessageState.at(self.meta.main, (self.storage_idx, self.record.offset))
+        return MessageState.at(self.meta.main, self.fed_from or (self.storage_idx, self.record.offset))
 
     def delivery_meta(self) -> InternalMeta:
         if self.meta is not None:

@@ -10,8 +10,11 @@ place in the group's order.
 
 Copies are recognised as this subscription's by their incarnation header (RQ/DLQ topics outlive a
 deleted subscription of the same name). Copies fed from an older RQ storage topic after a shard
-change are written by the shard that read them, not the one that owns their group; the owner's
-rules take them as they come, so they are not adopted.
+change are written by the shard that read them, not the one that owns their group, so they are
+not adopted. Each carries, in its fed header, the place its group's owner wrote it (storage topic
+index, offset), and the owner's rules judge it there (`fed_place`): its group's state records RQ
+copies by those places, so a copy fed twice (the feeder cut and restarted) is skipped as already
+read, and the group's later messages wait until its last copy written before the change is read.
 """
 
 from __future__ import annotations
@@ -21,12 +24,21 @@ from typing import Literal
 
 from app.subscription.errors import UndecodableMessage
 from app.subscription.records import Headers, InternalMeta, decode_group_id, decode_internal
-from app.subscription.state import GroupState, MessageState, on_dead_lettered, on_sidelined
+from app.subscription.state import GroupState, MessageState, Position, on_dead_lettered, on_sidelined
 
-__all__ = ["FED_HEADER", "INCARNATION_HEADER", "Copy", "Queue", "adopt", "copy_of"]
+__all__ = [
+    "FED_HEADER",
+    "INCARNATION_HEADER",
+    "Copy",
+    "Queue",
+    "adopt",
+    "copy_of",
+    "fed_headers",
+    "fed_place",
+]
 
 INCARNATION_HEADER = "hs-incarnation"
-FED_HEADER = "hs-fed"
+FED_HEADER = "hs-fed"  # "<storage topic index>:<offset>" where the group's owner wrote the copy
 
 Queue = Literal["rq", "dlq"]
 
@@ -70,3 +82,24 @@ def adopt(state: GroupState | None, copy: Copy, generation: int) -> GroupState |
     if state is not None and state.dlq.p is not None and state.dlq.p.internal >= copy.at.internal:
         return None
     return on_dead_lettered(state, copy.meta.main, copy.at, generation=generation)
+
+
+def fed_headers(headers: Headers | None, at: Position) -> dict[str, bytes]:
+    """The headers of an RQ record at `at` fed into a newer RQ storage topic: a record fed before
+    keeps the place it was first fed from."""
+    out = dict(headers or ())
+    out.setdefault(FED_HEADER, f"{at[0]}:{at[1]}".encode())
+    return out
+
+
+def fed_place(headers: Headers | None) -> Position | None:
+    """Where the group's owner wrote a fed copy; None for a copy that was not fed (or was fed by a
+    version that did not record the place: it is judged where it is read)."""
+    value = dict(headers or ()).get(FED_HEADER)
+    if value is None:
+        return None
+    try:
+        idx, offset = (int(x) for x in value.decode().split(":"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return (idx, offset)

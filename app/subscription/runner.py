@@ -31,7 +31,7 @@ from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardSt
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.errors import InvalidSubscription, UndecodableMessage
 from app.subscription.model import Subscription
-from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Queue, adopt, copy_of
+from app.subscription.orphans import INCARNATION_HEADER, Queue, adopt, copy_of, fed_headers, fed_place
 from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
 from app.subscription.state import GroupState, MessageState
@@ -232,7 +232,7 @@ class ShardRunner:
             except UndecodableMessage:
                 await self.delivery.undecodable(Item(rec, UNDECODABLE_GROUP, self.rq.idx, True))
                 continue
-            headers = {**dict(rec.headers or ()), FED_HEADER: b"1"}
+            headers = fed_headers(rec.headers, (self._topic(self.rq).index_of(rec.topic), rec.offset))
             crash_point("subscription.rq.fed")  # records fed so far come again after a restart
             await self._rq_out.produce(group, rec.value or b"", headers=headers)
             self.stats.fed += 1
@@ -460,7 +460,7 @@ class ShardRunner:
             meta: InternalMeta | None = decode_internal(rec.headers)
         except UndecodableMessage:
             group, meta = UNDECODABLE_GROUP, None
-        return Item(rec, group, self.rq.idx, True, meta)
+        return Item(rec, group, self.rq.idx, True, meta, fed_place(rec.headers))
 
     async def _deliver(self, items: list[Item]) -> None:
         if self._batch is not None:

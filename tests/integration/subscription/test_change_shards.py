@@ -31,11 +31,15 @@ from tests.integration.subscription.inprocess import (
 )
 
 
-class FirstAttemptFails:
-    """Transient groups fail the first attempt of their first messages (seq < 90)."""
+class HeldGroups:
+    """Transient groups fail their first messages (seq < 90) until `hold` is cleared: their
+    retries wait in the RQ however long the first session takes, and each failed retry writes
+    the group's head again behind its sidelined followers."""
 
     def __init__(self, transient: set[str]) -> None:
         self.transient = transient
+        self.hold = True
+        self.failures: dict[str, int] = defaultdict(int)
         self.delivered: dict[str, list[int]] = defaultdict(list)
 
     def count(self) -> int:
@@ -43,7 +47,8 @@ class FirstAttemptFails:
 
     async def __call__(self, m: SubscriptionMessage) -> None:
         seq = int(m.payload.decode().split(":")[1])
-        if m.group_id in self.transient and m.attempt == 1 and seq < 90:
+        if self.hold and m.group_id in self.transient and seq < 90:
+            self.failures[m.group_id] += 1
             raise EndpointUnavailable("busy")
         self.delivered[m.group_id].append(seq)
 
@@ -52,14 +57,15 @@ class FirstAttemptFails:
 class Resharded:
     settings: Settings
     sub: Subscription
-    sink: FirstAttemptFails
+    sink: HeldGroups
     states: MemoryStates
     produced: dict[str, list[int]]
 
 
 async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: str) -> Resharded:
     """Two shards stop at T0's end (T1 moves groups), the transient groups' retries wait in the
-    4-partition RQ, and change-shards 3 adds 6-partition RQ/DLQ storage topics."""
+    4-partition RQ until change-shards 3 has added 6-partition RQ/DLQ storage topics, each group's
+    head written there again and again behind its followers."""
     topic = f"subc-{unique}"
     metadata.create(topic, 4)
     groups = [f"g{i}" for i in range(30)]
@@ -88,10 +94,12 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
         topic,
         EndpointSpec("callable", "flaky"),
         shard_count=2,
-        retry=RetryPolicy(max_attempts=5, min_backoff_s=3.0, max_backoff_s=3.0),
+        # a held group retries every 3 s (a copy fed before it is due waits in the new RQ);
+        # 100 attempts outlast any first session
+        retry=RetryPolicy(max_attempts=100, min_backoff_s=3.0, max_backoff_s=3.0),
     )
     settings = stack.model_copy(update={"metadata_refresh_s": 0.5})
-    sink = FirstAttemptFails(transient)
+    sink = HeldGroups(transient)
     states = MemoryStates()
     clean = sum(len(produced[g]) for g in groups if g not in transient)
     async with running_shards(settings, sub, metadata, endpoint=sink, states=states) as runners:
@@ -101,9 +109,11 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
         produce(range(300, 450))
         # the gate comes before the switch grace period: held means it will never move on
         await wait_until(lambda: all(r.stats.mq_held_at == 0 for r in runners), 30, "both shards held at T0")
-    # the transient groups' retries are still waiting in the 4-partition RQ (3 s backoff)
-    assert sink.count() < 300
+        # an RQ of superseded copies: every head failed at its first attempt and three retries
+        await wait_until(lambda: all(sink.failures[g] >= 4 for g in transient), 60, "retried heads")
+    assert sink.count() == clean  # the transient groups' messages all wait in the 4-partition RQ
     changed = ops.change_shards(registry, metadata, sub.name, 3, stop_wait_s=0)
+    sink.hold = False  # from here on, the retries fed to the new RQ are delivered
     registry.close()
     assert changed.shard_count == 3
     rq = metadata.get(sub.rq_topic)
