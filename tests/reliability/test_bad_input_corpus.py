@@ -533,14 +533,18 @@ async def test_bad_records_go_to_dlq_with_reasons_and_every_valid_event_reaches_
     expected_depth = {r: len(events) for r, events in valid.items()}
     hub = await MessageHub.open(corpus.settings)
     try:
+        lag_path = f"/subscriptions/{corpus.subscription.name}/lag"
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             dead, depth = await asyncio.to_thread(_dead_letters, corpus), await _hub_depth(hub)
-            if set(dead) >= {r.name for r in bad} and depth == expected_depth:
+            # the offsets are committed after the states are written: lag 0 comes last
+            lag = await asyncio.to_thread(corpus.worker.json, "GET", lag_path)
+            caught_up = all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"])
+            if set(dead) >= {r.name for r in bad} and depth == expected_depth and caught_up:
                 break
             await asyncio.sleep(1)
         assert corpus.worker.proc.poll() is None, corpus.worker.log()[-4000:]
-        lag = corpus.worker.json("GET", f"/subscriptions/{corpus.subscription.name}/lag")
+        lag = corpus.worker.json("GET", lag_path)
         assert all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"]), lag
 
         dead = await asyncio.to_thread(_dead_letters, corpus)

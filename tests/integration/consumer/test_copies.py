@@ -180,7 +180,7 @@ async def test_the_throttle_slows_every_copy_while_the_failure_rate_is_high(
 
 
 async def test_retry_copies_waiting_do_not_hold_back_the_topic(kafka: Settings, unique: str) -> None:
-    """200 keys fail once and wait 60 s for their retry, 600 copies in the retry topic (their later
+    """200 keys fail once and wait 300 s for their retry, 600 copies in the retry topic (their later
     messages sidelined behind them). A copy started then, with a read-ahead of 50, still handles
     the new records of other keys at once: waiting copies do not fill its buffer."""
     topic, name = f"rw-{unique}", f"rw-{unique}"
@@ -199,7 +199,8 @@ async def test_retry_copies_waiting_do_not_hold_back_the_topic(kafka: Settings, 
         topic=topic,
         bootstrap=kafka.bootstrap,
         buffered=50,
-        retry=RetryPolicy(max_attempts=3, min_backoff_s=60.0, max_backoff_s=60.0),
+        # far beyond the test's length on any machine: no waiting copy comes due during it
+        retry=RetryPolicy(max_attempts=3, min_backoff_s=300.0, max_backoff_s=300.0),
     )
     first = KeyedConsumer(settings, handle)
     task = asyncio.create_task(first.run())

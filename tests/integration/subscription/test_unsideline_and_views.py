@@ -72,13 +72,17 @@ async def test_views_then_unsideline_replays_in_group_order(
             except aiohttp.ClientError:
                 return False
             delivered = sum(map(len, endpoint.delivered.values()))
-            return (
+            if not (
                 status == 200
                 and body["blockedGroups"] == sorted([fixed_group, broken_group])
                 and (delivered == 200 - in_dlq_first)
-            )
+            ):
+                return False
+            # the blocked groups' followers are written to DLQ one after another: wait for the last
+            status, lag = await get(f"/{sub.name}/lag")
+            return bool(status == 200 and lag["dlqDepth"] == in_dlq_first)
 
-        await _until(settled, 90, "both groups blocked and the rest delivered")
+        await _until(settled, 90, "both groups blocked, their followers in DLQ and the rest delivered")
         # views: shards here, a blocked group's state, a clean group, lag and DLQ depth, bad input
         status, shards = await get("/shards")
         assert status == 200 and [s["subscription"] for s in shards["shards"]] == [sub.name]
