@@ -127,25 +127,20 @@ NOT_DATA = {
 NO_POINT_YET: dict[str, str] = {}
 
 
-def _assigns_to_a_table(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """`table[key] = value` or `del table[key]` on something named like a table."""
-    for node in ast.walk(function):
-        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else []
-        for target in targets:
-            if isinstance(target, ast.Subscript) and "table" in ast.unparse(target.value).lower():
-                return True
-    return False
+def _is_point_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "crash_point"
 
 
 def _passes_a_point(statement: ast.stmt) -> bool:
     """`crash_point(...)` as a statement, or an `if` whose every branch passes one."""
     if isinstance(statement, ast.If):
         return any(map(_passes_a_point, statement.body)) and any(map(_passes_a_point, statement.orelse))
-    call = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "crash_point"
+    return isinstance(statement, ast.Expr) and _is_point_call(statement.value)
 
 
 def _is_write(node: ast.AST) -> bool:
+    """A call of a write API, or `table[key] = value` / `del table[key]` on something named like a
+    table."""
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Attribute) and node.func.attr in WRITES
     targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else []
@@ -168,10 +163,7 @@ def writes_off_the_points(source: str) -> list[str]:
                 if isinstance(block, list) and node in block and any(map(_passes_a_point, block)):
                     guarded = True
             node, function = above, above if isinstance(above, functions) else None
-        calls_points = function is not None and any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "crash_point"
-            for n in ast.walk(function)
-        )
+        calls_points = function is not None and any(map(_is_point_call, ast.walk(function)))
         if calls_points and not guarded:
             found.append(f"{getattr(function, 'name', 'lambda')}:{write.lineno}")
     return found
@@ -185,10 +177,8 @@ def unguarded_writes() -> set[str]:
             for node in ast.walk(tree):
                 if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     continue
-                calls = [n.func for n in ast.walk(node) if isinstance(n, ast.Call)]
-                methods = {f.attr for f in calls if isinstance(f, ast.Attribute)}
-                names = {f.id for f in calls if isinstance(f, ast.Name)}
-                if (methods & WRITES or _assigns_to_a_table(node)) and "crash_point" not in names:
+                inside = list(ast.walk(node))
+                if any(map(_is_write, inside)) and not any(map(_is_point_call, inside)):
                     found.add(f"{path.relative_to(ROOT).as_posix()}::{node.name}")
     return found
 
