@@ -40,6 +40,7 @@ from app.subscription.model import EndpointSpec, OnDlq, Subscription
 from app.subscription.records import decode_internal
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env, worker_settings
+from tests.support.waiting import async_wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -534,15 +535,15 @@ async def test_bad_records_go_to_dlq_with_reasons_and_every_valid_event_reaches_
     hub = await MessageHub.open(corpus.settings)
     try:
         lag_path = f"/subscriptions/{corpus.subscription.name}/lag"
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+
+        async def settled() -> bool:
             dead, depth = await asyncio.to_thread(_dead_letters, corpus), await _hub_depth(hub)
             # the offsets are committed after the states are written: lag 0 comes last
             lag = await asyncio.to_thread(corpus.worker.json, "GET", lag_path)
             caught_up = all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"])
-            if set(dead) >= {r.name for r in bad} and depth == expected_depth and caught_up:
-                break
-            await asyncio.sleep(1)
+            return set(dead) >= {r.name for r in bad} and depth == expected_depth and caught_up
+
+        await async_wait_until(settled, 90, "every bad record in DLQ, every valid one in the hub, lag 0", 1.0)
         assert corpus.worker.proc.poll() is None, corpus.worker.log()[-4000:]
         lag = corpus.worker.json("GET", lag_path)
         assert all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"]), lag

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from app.cosmos import CosmosStore
@@ -14,6 +15,7 @@ from app.hub import MessageHub
 from app.hub.documents import catalog_from_doc, drawer_from_doc
 from app.hub.model import CatalogEntry, DrawerState, apply_deferred
 from app.settings import Settings
+from tests.support.clock import Clock, hub_clock
 
 DRAWER_CAPACITY = 5
 
@@ -29,6 +31,12 @@ async def hub(stack: Settings, cosmos: CosmosStore) -> AsyncIterator[MessageHub]
     opened = await open_hub(stack, cosmos)
     yield opened
     await opened.close()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The repositories' clock (claims' leases), moved by the test instead of waited for."""
+    return hub_clock(monkeypatch)
 
 
 def events(

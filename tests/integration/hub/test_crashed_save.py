@@ -3,9 +3,6 @@ the retried events are placed again and delivered exactly once, in order."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from app.cosmos import CosmosStore
@@ -16,6 +13,7 @@ from app.hub.errors import SaveInProgress
 from app.hub.model import StoredEvent
 from app.settings import Settings
 from tests.integration.hub.conftest import DRAWER_CAPACITY, drain, events, ids
+from tests.support.clock import Clock
 
 
 async def save_dying_before_release(hub: MessageHub, batch: list[DataAvailable]) -> None:
@@ -26,9 +24,9 @@ async def save_dying_before_release(hub: MessageHub, batch: list[DataAvailable])
 
 
 async def test_crashed_save_is_voided_and_retried_exactly_once(
-    stack: Settings, cosmos: CosmosStore, unique: str
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
 ) -> None:
-    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 4.0})
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"crash-{unique}"
     before = events(actor, 2)
@@ -45,7 +43,7 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
 
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
-    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
+    clock.pass_(dead.lease_until_s)  # the lease expires
     retried = await hub.save(batch)
     assert (retried.saved, retried.duplicates) == (7, 0)  # the voided entries count as absent
     again = await hub.save(batch)
@@ -56,12 +54,12 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
 
 
 async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expires(
-    stack: Settings, cosmos: CosmosStore, unique: str
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
 ) -> None:
     """Killed between claiming and indexing: the retry places the events at once (nothing marks them
     as claimed), above the dead claim, so they are saved but invisible until that claim's lease
     expires; then depth and peeks show each exactly once. The main job waits that long at most."""
-    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 4.0})
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"early-crash-{unique}"
     batch = events(actor, 7)
@@ -77,19 +75,19 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
     assert await hub.depth(actor) == {}  # saved, but behind the dead claim's fence
     assert await hub.peek(actor) is None
 
-    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)
+    clock.pass_(dead.lease_until_s)  # the lease expires
     assert await hub.depth(actor) == {"timeseries": 7}  # the expired claim is voided by this read
     assert await drain(hub, actor) == ids(batch)
     await hub.close()
 
 
 async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live_one(
-    stack: Settings, cosmos: CosmosStore, unique: str
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
 ) -> None:
     """A crashed save of 25 events leaves a voided run in the drawer; the dequeue of the bundle
     before it must find the live events behind the run (it used to look at 20 and call the
     drawer empty, losing them)."""
-    settings = stack.model_copy(update={"hub_drawer_capacity": 100, "hub_save_lease_s": 2.0})
+    settings = stack.model_copy(update={"hub_drawer_capacity": 100})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"void-run-{unique}"
     first = events(actor, 1)
@@ -100,7 +98,7 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
     await save_dying_before_release(hub, events(actor, 26)[1:])  # 25 events, never released
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
-    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    clock.pass_(dead.lease_until_s)  # the lease expires
     later = events(actor, 29)[26:]
     assert (await hub.save(later)).saved == 3  # voids the dead claim, placed behind its run
 
@@ -110,9 +108,9 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
 
 
 async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
-    stack: Settings, cosmos: CosmosStore, unique: str
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
 ) -> None:
-    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY, "hub_save_lease_s": 2.0})
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"void-cabinet-{unique}"
 
@@ -120,7 +118,7 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
     await save_dying_before_release(hub, first_cabinet)  # its cabinet ends up all void
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
-    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    clock.pass_(dead.lease_until_s)  # the lease expires
     live = events(actor, 5, message_type="second")[3:]
     assert (await hub.save(live)).saved == 2  # voids the dead claim
     bundle = await hub.peek(actor)
@@ -135,13 +133,13 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
     "point", ["hub.save.index", "hub.save.events", "hub.save.drawer", "hub.save.catalog", "hub.save.release"]
 )
 async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
-    stack: Settings, cosmos: CosmosStore, unique: str, point: str
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock, point: str
 ) -> None:
     """A save that fails at one of its writes (here: before the catalog entry, after the drawer
     promised its events) is retried once its lease expired. The retry lands in the same drawer,
     whose first unacknowledged event is the dead save's; before, no catalog entry was ever made
     for it and no Peek reached the retried events."""
-    settings = stack.model_copy(update={"hub_drawer_capacity": 100, "hub_save_lease_s": 2.0})
+    settings = stack.model_copy(update={"hub_drawer_capacity": 100})
     hub = await MessageHub.open(settings, store=cosmos)
     actor = f"failed-{point.rsplit('.', 1)[1]}-{unique}"
     batch = events(actor, 6)
@@ -149,7 +147,7 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
         await hub.save(batch)
     ledger, _ = await hub.repository._read_ledger(actor)
     [dead] = ledger.claims
-    await asyncio.sleep(max(0.0, dead.lease_until_s - time.time()) + 0.2)  # the lease's own deadline
+    clock.pass_(dead.lease_until_s)  # the lease expires
     assert (await hub.save(batch)).saved == 6
     assert await drain(hub, actor) == ids(batch), "each event peeked once, in order"
     await hub.close()

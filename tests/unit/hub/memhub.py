@@ -137,19 +137,6 @@ def in_order(drained: Sequence[str], wanted: Sequence[str]) -> bool:
     return at == sorted(at)
 
 
-class Clock:
-    """time.time() for the repository, moved by hand (leases expire when the test says so)."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def fail_write(
     nth: int, *, lose_answer: bool = False, writer: str | None = None
 ) -> Callable[[Request], Awaitable[None]]:

@@ -22,18 +22,17 @@ from app.crashpoints import InjectedFault, armed
 from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
 from app.hub import MemoryHubStore, MessageHub, SaveResult
-from app.hub import repository as repository_module
 from app.hub.documents import ledger_from_doc
 from app.hub.errors import SaveInProgress
 from app.hub.memory import Request
 from app.hub.model import Claim
+from tests.support.clock import Clock, hub_clock
 from tests.support.waiting import async_wait_until, run_until_idle
 from tests.unit.hub.memhub import (
     MB,
     OPTIONS,
     RECIPIENT,
     WRITER,
-    Clock,
     Injected,
     Preemption,
     World,
@@ -50,9 +49,7 @@ from tests.unit.hub.memhub import (
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """The repository's clock (claims' leases), moved by the test."""
-    fake = Clock()
-    monkeypatch.setattr(repository_module, "time", fake)
-    return fake
+    return hub_clock(monkeypatch)
 
 
 async def save_until_done(
