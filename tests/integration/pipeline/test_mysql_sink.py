@@ -17,6 +17,7 @@ from app.pipeline.errors import WriteFailed
 from app.pipeline.model import Message, Op
 from app.pipeline.writers import MysqlSink
 from app.settings import Settings
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +77,16 @@ async def test_values_come_back_unchanged(sink: MysqlSink, mysql: Conn, table: s
 
 async def test_a_lost_connection_is_written_again(sink: MysqlSink, mysql: Conn, table: str) -> None:
     await sink.write([upsert({"id": "a", "n": 1})])
+    thread = sink._conn.thread_id()
     with mysql.cursor() as cur:
-        cur.execute(f"KILL {sink._conn.thread_id()}")
-    await asyncio.sleep(0.1)
+        cur.execute(f"KILL {thread}")
+
+    def gone() -> bool:
+        with mysql.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (thread,))
+            return cur.fetchone() == (0,)
+
+    wait_until(gone, 10, "the sink's connection killed")
     await sink.write([upsert({"id": "b", "n": 2})])
     assert set(rows(mysql, table)) == {"a", "b"}
 
