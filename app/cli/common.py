@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import orjson
 
 from app.errors import HubstreamError
+from app.service_errors import REFUSED, UNANSWERED, service_failure
+
+T = TypeVar("T")
 
 __all__ = ["HubstreamGroup", "echo_json", "run_faust_worker"]
 
@@ -18,23 +22,23 @@ def echo_json(data: Any) -> None:
 
 
 class HubstreamGroup(click.Group):
-    """A click group that turns any HubstreamError into `error: …` and exit status 1 (2 for bad input)."""
+    """A click group whose commands end with `error: …` on stderr and a non-zero exit on a
+    HubstreamError (2 for bad input) or a backing service's failure (1), not a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except HubstreamError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2 if exc.http_status == 400 else 1)
+        return run_guarded(lambda: super(HubstreamGroup, self).invoke(ctx))
 
 
-def run_guarded(body: Any) -> None:
-    """For top-level commands (not in a group): same error path as HubstreamGroup."""
+def run_guarded(body: Callable[[], T]) -> T:
+    """For top-level commands (not in a group): the same error path as HubstreamGroup."""
     try:
-        body()
+        return body()
     except HubstreamError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2 if exc.http_status == 400 else 1)
+    except (*UNANSWERED, *REFUSED) as exc:
+        click.echo(f"error: {service_failure(exc)}", err=True)
+        sys.exit(1)
 
 
 def run_faust_worker(app: Any, loglevel: str) -> None:

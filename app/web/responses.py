@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from pydantic import BaseModel, ValidationError
 
 from app.errors import HubstreamError, InvalidInput
+from app.service_errors import UNANSWERED
 from app.settings import Settings
 from app.web.models import Error, to_wire
 
@@ -144,7 +144,7 @@ def guarded(handler: Handler) -> Handler:
             return error_response(exc)
         except web.HTTPException:
             raise
-        except (ServiceRequestError, ServiceResponseError, TimeoutError, ConnectionError) as exc:
+        except UNANSWERED as exc:
             # A backing store (Cosmos, Kafka) did not answer: retriable, not a bug in the request.
             log.warning(
                 "%s: backing service unavailable: %s: %s", handler.__qualname__, type(exc).__name__, exc

@@ -15,12 +15,7 @@ import pytest
 
 from app.stack.errors import PortHeldByOther, ServiceDidNotStart
 from app.stack.process import ManagedProcess, pid_alive, port_holder, port_open
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.ports import free_port
 
 
 def answers_http(port: int) -> bool:
