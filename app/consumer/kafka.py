@@ -23,61 +23,46 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
 from app.consumer.eager import Suspended, resume, start
 from app.consumer.engine import KEY_HEADER, Engine, Record, Work
-from app.consumer.inspect import changelog_states
-from app.consumer.members import Member, decode_member
-from app.consumer.model import ConsumerSettings, Handler, Message, message_id, record_key
+from app.consumer.heartbeats import Heartbeats
+from app.consumer.key_questions import KeyQuestions
+from app.consumer.model import ConsumerSettings, Handler, Message, record_key
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
-from app.consumer.owner import (
-    InFlight,
-    LaneSet,
-    Request,
-    decode_request,
-    encode_reply,
-    key_route,
-    owner_answer,
-)
+from app.consumer.owner import LaneSet, key_route
+from app.consumer.parts import TP, Commit, Item, Lane
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished, partition_shares
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats, Counted
 from app.consumer.threads import in_own_thread
-from app.consumer.throttle import Sample, Throttle
+from app.consumer.throttle import Throttle
 from app.consumer.topics import drained_facts, ensure_topics, resolve_source
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
-from app.kafka.consuming import group_member, partition_reader
+from app.kafka.consuming import group_member
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.kafka.sequence import SequenceGuard
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal
-from app.subscription.state import GroupState
 
 __all__ = ["KeyedConsumer"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-TP = tuple[str, int]
-Commit = tuple[int, str]  # offset, metadata (the finished offsets above it)
-Lane = tuple[int, str]  # (lane partition, ordering key)
-# A record in its lane: (the record, its topic partition, its lane, its storage index). The record
-# is a Work, or the fetched message itself (a main record keyed by its record key): its Work is
-# built only when the engine needs one (its key has state, or the handler failed).
-Item = tuple["Work | KafkaMessage", TP, Lane, int]
 
 
-class KeyedConsumer:
+class KeyedConsumer(Heartbeats, KeyQuestions):
     def __init__(self, settings: ConsumerSettings, handler: Handler, *, member_id: str | None = None) -> None:
         self.settings = settings
         self.member_id = member_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -873,163 +858,6 @@ class KeyedConsumer:
                 out[tp] = commit
         return out
 
-    def heartbeat(self) -> Member:
-        lag = 0
-        for tp, tracker in list(self._trackers.items()):
-            lag += max(0, self._highs.get(tp, 0) - tracker.committable)
-        st = self.stats
-        return Member(
-            member=self.member_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            started_ms=self._started_ms,
-            at_ms=int(time.time() * 1000),
-            heartbeat_s=self.settings.heartbeat_s,
-            partitions=sorted(self._owned),
-            in_flight=st.in_flight,
-            buffered=self._buffered,
-            attempts=st.attempts,
-            failures=st.failures,
-            delivered=st.delivered,
-            dead_lettered=st.dead_lettered,
-            lag=lag,
-            throttled=self._throttle is not None and self._throttle.active(time.time()),
-            key_route=self._key_route,
-        )
-
-    async def _write_dlq_marks(self) -> None:
-        try:
-            await self._states.write_dlq_marks()
-        except HubstreamError as exc:
-            log.info(
-                "%s: DLQ mark not written (the next owner reads more of the DLQ): %s", self.member_id, exc
-            )
-
-    async def _dlq_mark_loop(self) -> None:
-        """Apart from the heartbeats: a slow mark write must not make a live copy look gone."""
-        while True:
-            await self._write_dlq_marks()
-            await asyncio.sleep(self.settings.heartbeat_s)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            member = self.heartbeat()
-            if self._throttle is not None:
-                self._throttle.observe(
-                    member.member, Sample(member.at_ms / 1000, member.attempts, member.failures)
-                )
-            try:
-                await self._producer.send(
-                    self.settings.members_topic, 0, self.member_id.encode(), member.encode()
-                )
-            except HubstreamError as exc:
-                log.info("%s: heartbeat not written: %s", self.member_id, exc)
-            await asyncio.sleep(self.settings.heartbeat_s)
-
-    def _read_members(self) -> None:
-        """Other copies' heartbeats, for the throttle (a thread: the members partition from its end)."""
-        reader = partition_reader(self.settings.bootstrap, f"{self.settings.name}-members-reader")
-        try:
-            reader.assign([TopicPartition(self.settings.members_topic, 0, OFFSET_END)])
-            while not self._stop.is_set():
-                msg = reader.poll(0.2)
-                if msg is None or msg.error() is not None or self._throttle is None:
-                    continue
-                key = (msg.key() or b"").decode("utf-8", "replace")
-                value = msg.value()
-                member = decode_member(value) if value is not None else None
-                if member is None:
-                    self._call_in_loop(self._throttle.forget, key)
-                elif member.member != self.member_id:
-                    sample = Sample(member.at_ms / 1000, member.attempts, member.failures)
-                    self._call_in_loop(self._throttle.observe, member.member, sample)
-        finally:
-            reader.close()
-
-    # -- questions about a key (app.consumer.owner) ---------------------------------------------
-    def _read_requests(self) -> None:
-        """Read the requests partitions of the lanes this copy owns (a thread; assigned, not
-        subscribed: no group), each from its end when it became ours, and answer on the loop."""
-        s = self.settings
-        reader = partition_reader(s.bootstrap, f"{s.name}-requests-reader", reset="latest")
-        assigned: frozenset[int] = frozenset()
-        try:
-            while not self._stop.is_set():
-                lanes = self._request_lanes.now()
-                if lanes != assigned:
-                    _reassign(reader, s.requests_topic, assigned, lanes)
-                    assigned = lanes
-                for msg in reader.consume(100, 0.2):
-                    request = decode_request(msg.value()) if msg.error() is None else None
-                    if request is None or msg.partition() not in assigned:
-                        continue
-                    if request.stale(int(time.time() * 1000)) or self._stop.is_set():
-                        continue
-                    with contextlib.suppress(RuntimeError):  # the loop closed as the copy stopped
-                        self._call_in_loop(self._answer_soon, request, msg.partition())
-        finally:
-            reader.close()
-
-    def _answer_soon(self, request: Request, partition: int) -> None:
-        if self._stop.is_set():  # stopping: the helpers are being cancelled
-            return
-        task = asyncio.create_task(self._answer(request, partition))
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
-
-    async def _answer(self, request: Request, partition: int) -> None:
-        """Reply with this copy's view of the key in `partition`: its state as held in memory (as
-        the changelog has it while the partition's states are still loading), the record of the
-        key running now, its records waiting in the lane and its retry copies not due yet."""
-        s, key = self.settings, request.key
-        lane = (partition, key)
-        loaded = partition in self._owned
-        try:
-            if loaded:
-                state = self._states.get(partition, key)
-            else:
-                found = await asyncio.to_thread(changelog_states, s.bootstrap, s.name, key, [partition])
-                state = GroupState.from_json(found[partition]["s"]) if partition in found else None
-            waiting = self._retry_wait.get(partition, ())
-            due = [w.meta.due_ms for w, _ in waiting if w.ordering_key == key and w.meta is not None]
-            answer = owner_answer(
-                partition,
-                self.member_id,
-                state,
-                from_memory=loaded,
-                running=self._running(lane),
-                lane_waiting=self._lanes.waiting(lane),
-                retry_due_ms=due,
-                now_ms=int(time.time() * 1000),
-            )
-            crash_point("consumer.state.reply")
-            reply = encode_reply(request.id, answer)
-            await self._producer.send(s.replies_topic, 0, request.id.encode(), reply)
-        except HubstreamError as exc:  # the requester falls back to the changelog
-            log.info("%s: answer about key %r not written: %s", self.member_id, key, exc)
-
-    def _running(self, lane: Lane) -> InFlight | None:
-        """The record of `lane` a worker is on now (its handler call, or the retry/DLQ/state write
-        after it); a lane whose head waits for a free worker has none."""
-        for on in self._workers.values():
-            if on is not None and on[2] == lane:
-                return self._in_flight(on)
-        return None
-
-    def _in_flight(self, item: Item) -> InFlight:
-        head, _tp, (partition, _key), idx = item
-        if isinstance(head, Work):
-            idx, offset = head.main
-            attempt = (head.meta.failed_attempts if head.meta is not None else 0) + 1
-        else:
-            offset, attempt = int(head.offset()), 1
-        topic = self.settings.source_topic(idx)
-        return InFlight(topic, offset, attempt, message_id(topic, partition, offset))
-
-    def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(fn, *args)
-
 
 def _commit_of(tracker: OffsetTracker, last: Commit | None) -> Commit | None:
     """What to commit now: the committable offset with the finished offsets above it, when the
@@ -1052,16 +880,6 @@ def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
         if high >= 0:
             highs[(tp.topic, tp.partition)] = high
     return highs
-
-
-def _reassign(reader: Consumer, topic: str, before: frozenset[int], lanes: frozenset[int]) -> None:
-    """Assign `lanes` of `topic`: partitions kept go on from where they are, new ones start at
-    their end (questions asked before this copy owned a lane were its previous owner's)."""
-    kept = [TopicPartition(topic, p) for p in sorted(before & lanes)]
-    at = {tp.partition: tp.offset for tp in reader.position(kept)} if kept else {}
-    reader.assign(
-        [TopicPartition(topic, p, at[p] if at.get(p, -1) >= 0 else OFFSET_END) for p in sorted(lanes)]
-    )
 
 
 def _record(msg: KafkaMessage) -> Record:

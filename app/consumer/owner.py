@@ -6,7 +6,7 @@ from the end it had before asking. The copy owning a lane partition reads that p
 requests topic and answers with its live view of the key (`owner_answer`). A lane nobody answers
 in time is answered from the changelog `<name>-state` instead (`ask`), and the result says so.
 
-The Kafka side lives in `app.consumer.inspect` (the requester) and `app.consumer.kafka` (the
+The Kafka side lives in `app.consumer.inspect` (the requester) and `app.consumer.key_questions` (the
 owner); this module holds the codec, the routing and the merge, so they are tested without a
 broker.
 """

@@ -185,7 +185,9 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
         assert flaky.next_retry_due_ms == head.due_ms >= head.failure.failed_ms + 60_000
 
         # A partition taken and still loading: its state as the changelog has it.
-        monkeypatch.setattr("app.consumer.kafka.changelog_states", lambda *_: {1: {"s": STATE, "at_ms": 5}})
+        monkeypatch.setattr(
+            "app.consumer.key_questions.changelog_states", lambda *_: {1: {"s": STATE, "at_ms": 5}}
+        )
         consumer._owned.discard(1)
         await consumer._answer(Request("r3", "flaky", 0), 1)
         loading = replies.last()
