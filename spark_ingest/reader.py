@@ -6,6 +6,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +31,8 @@ SMALL_SESSION: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 TASKS_PER_CORE = 4
+# A local session logs errors only (its JVM's start-up warnings would interleave with progress).
+LOCAL_LOGGING = Path(__file__).with_name("log4j2.properties")
 
 
 def local_master(master: str, max_task_failures: int) -> str:
@@ -50,9 +53,18 @@ def build_session(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    settings = {**SMALL_SESSION, "spark.task.maxFailures": str(max_task_failures)}
     if master is not None:
         builder = builder.master(local_master(master, max_task_failures))
-    for key, value in {**SMALL_SESSION, "spark.task.maxFailures": str(max_task_failures), **conf}.items():
+    if master is not None and _LOCAL.match(master):
+        # This machine only: no warning that its hostname resolves to a loopback address, and
+        # Spark's own log at errors only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        java = settings["spark.driver.extraJavaOptions"]
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{java} -Dlog4j2.configurationFile={LOCAL_LOGGING.as_uri()}"
+        )
+    for key, value in {**settings, **conf}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     if "spark.sql.files.minPartitionNum" not in conf:
