@@ -238,6 +238,7 @@ def _run_input(settings: Settings, options: MainJobOptions, console: Console) ->
 # Actors draining at once: with 16 the drain waited on round trips (the endpoint and workers
 # used about 150 % of the two cores); market actors are independent of each other.
 DRAIN_CONCURRENCY = 64
+HUB_STAGE_GRACE_S = 10.0  # how long the drain waits for the hub stage's line, at most
 
 
 def _drain(
@@ -331,6 +332,9 @@ def run_main_job(
             lambda: mirror_rows(settings, summary.batch_id) >= summary.produced,
             options.timeout_s,
         )
+        # The subscription commits its offsets after the batch's acks: its stage ends a moment
+        # later, and its line belongs before the drain's (the drain does not depend on it).
+        poll_until(lambda: stages.finished("hub"), HUB_STAGE_GRACE_S, 0.1)
         recipients = recipient_ids(options.recipients)
         _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
         drained = _drain(settings, options.workers, recipients, summary.produced, stages)
