@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,22 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
 
-__all__ = ["DEFAULT_METADATA_TOPIC", "EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings"]
+__all__ = ["DEFAULT_METADATA_TOPIC", "EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings", "is_loopback"]
 
-# The Cosmos DB emulator's published well-known key; only ever used for the local endpoint.
 # Event containers of the hub on the embedded Cosmos endpoint (see Settings.hub_event_shards).
 EMBEDDED_EVENT_SHARDS = 64
 DEFAULT_METADATA_TOPIC = "__hubstream_composite"
+# The Cosmos DB emulator's published well-known key: sent only to an endpoint on this machine.
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
 
 
 class MysqlTarget:
@@ -187,9 +197,16 @@ class Settings(BaseSettings):
 
     @property
     def cosmos_credential(self) -> str:
+        """COSMOS_KEY; unset, the emulator's public key, but only for an endpoint on this machine
+        (a remote one would be sent a key anyone can read, and any emulator there would take it)."""
         if self.cosmos_key is not None:
             return self.cosmos_key.get_secret_value()
-        return EMULATOR_KEY
+        if self.cosmos_endpoint is None or is_loopback(urlparse(self.cosmos_endpoint).hostname or ""):
+            return EMULATOR_KEY
+        raise ConfigError(
+            f"COSMOS_KEY is not set for COSMOS_ENDPOINT={self.cosmos_endpoint}: the emulator's public "
+            "key is used only for an endpoint on this machine; set COSMOS_KEY to the account's key"
+        )
 
     @property
     def embedded_mariadb(self) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import logging
 import re
 import threading
@@ -23,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from app.errors import ConfigError
-from app.settings import DEV_JWT_SECRET, MIN_JWT_SECRET_BYTES, Settings
+from app.settings import DEV_JWT_SECRET, MIN_JWT_SECRET_BYTES, Settings, is_loopback
 from app.web.responses import Unauthorized, error_response
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "check_bind",
     "install_log_redaction",
     "is_actor_path",
-    "is_loopback",
     "redact",
     "secrets_of",
 ]
@@ -71,15 +69,6 @@ def admin_middleware(settings: Settings) -> Any:
         return await handler(request)
 
     return require_admin_token
-
-
-def is_loopback(host: str) -> bool:
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
 
 
 def check_bind(settings: Settings) -> None:

@@ -9,8 +9,8 @@ import pytest
 from pydantic import SecretStr
 
 from app.errors import ConfigError
-from app.settings import Settings
-from app.web.security import REDACTED, check_bind, install_log_redaction, is_actor_path, is_loopback, redact
+from app.settings import Settings, is_loopback
+from app.web.security import REDACTED, check_bind, install_log_redaction, is_actor_path, redact
 
 
 def settings_from(**env: Any) -> Settings:
