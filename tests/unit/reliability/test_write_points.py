@@ -102,7 +102,7 @@ NOT_DATA = {
         " confirmed; running it again after a cut produces them again (no promise of once)"
     ),
     "app/cli/topic.py::body": "as above",
-    "app/consumer/heartbeats.py::_heartbeat_loop": "a library consumer's heartbeat: member listing and throttle",
+    "app/consumer/heartbeats.py::_heartbeat_loop": "a library consumer's heartbeat: members and throttle",
     "app/consumer/kafka.py::_leave": "the heartbeat's tombstone when a copy stops cleanly",
     "app/consumer/eager.py::start": "a coroutine's send: runs a handler call, writes nothing",
     "app/consumer/eager.py::resume": "as above",
