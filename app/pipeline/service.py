@@ -180,6 +180,11 @@ class PipelineHost:
         )
         tune_garbage_collector()
         await runtime.start()
+        if self.settings.pipeline_progress:
+            # The counts' base is taken here, before the writers' and the source's tasks first run
+            # (start() returns without yielding after creating them): this run's entries all count.
+            self.progress = PipelineProgress(Console(stderr=True), definition).__enter__()
+            self.progress.show(runtime.status())
         self.runtime = runtime
         self._starting = False
         for writer, offset in self._queued_marks:
@@ -196,8 +201,6 @@ class PipelineHost:
             self.topics.log,
             min((s.state.next_offset for s in runtime.slots.values()), default=0),
         )
-        if self.settings.pipeline_progress:
-            self.progress = PipelineProgress(Console(stderr=True), definition).__enter__()
         while True:
             await asyncio.sleep(0.5)
             if self.progress is not None:
@@ -223,6 +226,10 @@ class PipelineHost:
         if self.runtime is not None:
             runtime, self.runtime = self.runtime, None
             await runtime.stop(self.definition.shutdown_timeout_s)
+            if self.progress is not None:
+                # The last writes may have landed after the loop's last update (an idle stop checks
+                # after updating): the closing table counts what the writers confirmed.
+                self.progress.show(runtime.status())
             log.info(
                 "pipeline %s stopped: %s",
                 self.definition.name,
