@@ -31,7 +31,7 @@ CONNECTION_TIMEOUT_S = 120
 async def bare_read(
     hub: MessageHub, actor: str, drawers: list[DrawerState], page_size: int
 ) -> tuple[int, float, int]:
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
 
     async def read(drawer: DrawerState) -> tuple[int, int]:
         drawer_id = drawer.drawer_id
@@ -86,9 +86,9 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
         save_rate = n_events / save_s
         print(f"save      {n_events} events in {save_s:.2f} s = {save_rate:,.0f} events/s")
 
-        ledger, _ = await hub.repository._read_ledger(actor)
+        ledger, _ = await hub.repository.ledgers.read(actor)
         cabinet = next(c for c in ledger_cabinets(ledger) if c.message_type == "E66")
-        drawers = [d for d, _ in await hub.repository._open_drawers(cabinet)]
+        drawers = [d for d, _ in await hub.repository.peeks._open_drawers(cabinet)]
         drawer_ids = [d.drawer_id for d in drawers]
         page_size = settings.hub_read_page_size
 

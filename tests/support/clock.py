@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.hub import repository
+from app.hub import ledgers
 
 __all__ = ["Clock", "hub_clock"]
 
@@ -28,7 +28,7 @@ class Clock:
 
 
 def hub_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """Give the hub repository a clock the test moves (claims' leases and their reaping)."""
+    """Give the hub's ledgers a clock the test moves (claims' leases and their reaping)."""
     fake = Clock()
-    monkeypatch.setattr(repository, "time", fake)
+    monkeypatch.setattr(ledgers, "time", fake)
     return fake

@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.crashpoints import armed
-from app.hub import MessageHub, repository
-from app.hub.repository import MAX_DEFERRED_DRAWERS
+from app.hub import MessageHub, acknowledge
+from app.hub.acknowledge import MAX_DEFERRED_DRAWERS
 from app.hub.web import HubApi
 from app.settings import Settings
 from tests.integration.hub.conftest import events, ids
@@ -140,7 +140,7 @@ async def test_a_dequeue_asking_for_the_next_bundle_failing_at_a_write_and_repea
     With `deferred_drawers` 0 every dequeue writes its drawers (so the drawer write is reached at
     every dequeue); otherwise a dequeue leaving events in a drawer records the drawer's position
     with the append that fails."""
-    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", deferred_drawers)
+    monkeypatch.setattr(acknowledge, "MAX_DEFERRED_DRAWERS", deferred_drawers)
     actor = f"crash-{unique}"
     auth = token(stack, actor)
     saved = [e for i in range(6) for e in events(actor, 1, bundleable=i % 2 == 0)]  # 4 bundles

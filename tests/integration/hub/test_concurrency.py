@@ -86,7 +86,7 @@ async def test_a_peek_during_a_slow_bulk_save_never_sees_part_of_it(hub: Message
     try:
         saving = asyncio.create_task(hub.save(slow))
         await written.wait()
-        ledger, _ = await hub.repository._read_ledger(actor)
+        ledger, _ = await hub.repository.ledgers.read(actor)
         assert ledger.claims and ledger.fence < ledger.claims[0].first_seq
         during = await hub.peek(actor)
         assert not saving.done()

@@ -8,7 +8,7 @@ import pytest
 from app.cosmos import CosmosStore
 from app.crashpoints import InjectedFault, armed
 from app.dataavailable import DataAvailable
-from app.hub import MessageHub, repository
+from app.hub import MessageHub, acknowledge
 from app.hub.errors import SaveInProgress
 from app.hub.model import StoredEvent
 from app.settings import Settings
@@ -41,7 +41,7 @@ async def test_crashed_save_is_voided_and_retried_exactly_once(
     assert first is not None and ids(first.events) == ids(before)  # the fence hides the dead save
     await hub.dequeue(actor, first.bundle_id)
 
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     [dead] = ledger.claims
     clock.pass_(dead.lease_until_s)  # the lease expires
     retried = await hub.save(batch)
@@ -69,7 +69,7 @@ async def test_a_save_dead_before_writing_holds_the_fence_until_its_lease_expire
 
     retried = await hub.save(batch)
     assert (retried.saved, retried.duplicates) == (7, 0)
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     [dead] = ledger.claims
     assert ledger.fence < dead.first_seq
     assert await hub.depth(actor) == {}  # saved, but behind the dead claim's fence
@@ -96,7 +96,7 @@ async def test_a_dequeue_looks_past_a_long_run_of_voided_events_to_the_next_live
     assert bundle is not None and ids(bundle.events) == ids(first)
 
     await save_dying_before_release(hub, events(actor, 26)[1:])  # 25 events, never released
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     [dead] = ledger.claims
     clock.pass_(dead.lease_until_s)  # the lease expires
     later = events(actor, 29)[26:]
@@ -116,7 +116,7 @@ async def test_a_cabinet_of_only_voided_events_does_not_hide_the_next_cabinet(
 
     first_cabinet = events(actor, 3, message_type="first")
     await save_dying_before_release(hub, first_cabinet)  # its cabinet ends up all void
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     [dead] = ledger.claims
     clock.pass_(dead.lease_until_s)  # the lease expires
     live = events(actor, 5, message_type="second")[3:]
@@ -145,7 +145,7 @@ async def test_a_save_failed_at_any_write_is_retried_into_events_a_peek_reaches(
     batch = events(actor, 6)
     with armed(point, nth=1, action="raise"), pytest.raises(InjectedFault):
         await hub.save(batch)
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     [dead] = ledger.claims
     clock.pass_(dead.lease_until_s)  # the lease expires
     assert (await hub.save(batch)).saved == 6
@@ -163,7 +163,7 @@ async def test_a_save_failed_at_its_claim_leaves_nothing_and_is_retried_at_once(
     batch = events(actor, 6)
     with armed("hub.save.claim", nth=1, action="raise"), pytest.raises(InjectedFault):
         await hub.save(batch)
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     assert ledger.claims == (), "nothing claimed"
     assert (await hub.save(batch)).saved == 6
     assert await drain(hub, actor) == ids(batch), "each event peeked once, in order"
@@ -205,7 +205,7 @@ async def test_a_peek_failed_while_correcting_the_catalog_and_retried_shows_each
     then the old one removed. The peek fails before either and the actor peeks again, each time
     through a worker that reads the catalog: every event is still peeked exactly once, in order.
     No drawer position is deferred to the actor's stream: every dequeue writes its drawers."""
-    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
+    monkeypatch.setattr(acknowledge, "MAX_DEFERRED_DRAWERS", 0)
     settings = stack.model_copy(update={"hub_drawer_capacity": 3})
     first = await MessageHub.open(settings, store=cosmos)
     actor = f"peekfail-{unique}"

@@ -155,7 +155,7 @@ async def test_duplicates_behind_a_new_first_event_are_found_by_the_index_create
     mixed = [fresh[0], *batch[1:4], *fresh[1:]]
     result = await hub.save(mixed)
     assert (result.saved, result.duplicates) == (3, 3)
-    ledger, _ = await hub.repository._read_ledger(actor)
+    ledger, _ = await hub.repository.ledgers.read(actor)
     assert len(ledger.voids) == 1 and not ledger.claims  # the abandoned first plan
     delivered = [e for b in await drain(hub, actor) for e in b]
     assert ids(delivered) == ids(batch + fresh)

@@ -40,8 +40,8 @@ async def test_a_racing_save_refused_whole_by_the_index_batch_places_the_rest_on
     transport, hub = real_hub
     actor = f"race-{unique}"
     batch = events(actor, 10)
-    repository = hub.repository
-    write_index = repository._write_index
+    saves = hub.repository.saves
+    write_index = saves._write_index
     held, go = asyncio.Event(), asyncio.Event()
 
     async def first_held(*args: Any, **kwargs: Any) -> bool:
@@ -50,7 +50,7 @@ async def test_a_racing_save_refused_whole_by_the_index_batch_places_the_rest_on
             await go.wait()
         return await write_index(*args, **kwargs)
 
-    repository._write_index = first_held  # type: ignore[method-assign]
+    saves._write_index = first_held  # type: ignore[method-assign]
     try:
         first = asyncio.create_task(hub.save(batch))
         await held.wait()
@@ -58,7 +58,7 @@ async def test_a_racing_save_refused_whole_by_the_index_batch_places_the_rest_on
         go.set()
         result = await first
     finally:
-        repository._write_index = write_index  # type: ignore[method-assign]
+        saves._write_index = write_index  # type: ignore[method-assign]
     assert transport.rolled_back >= 1, "the first save's index batch met events 5-9 and applied nothing"
     assert (second.saved, result.saved, result.duplicates) == (5, 5, 5)
     assert await drain(hub, actor) == ids(batch[5:]) + ids(batch[:5])

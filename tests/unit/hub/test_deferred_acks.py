@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.hub import HubRepository, MessageHub, PeekedBundle, repository
+from app.hub import HubRepository, MessageHub, PeekedBundle, acknowledge
 from app.hub.documents import drawer_from_doc
 from app.hub.model import DrawerState, apply_deferred
 from tests.unit.hub.memhub import RECIPIENT, World, drain, event, ids_of
@@ -92,7 +92,7 @@ def comparable(drawer: DrawerState) -> tuple[Any, ...]:
 
 
 async def run(schedule: tuple[str, ...], bound: int, monkeypatch: pytest.MonkeyPatch) -> Actor:
-    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", bound)
+    monkeypatch.setattr(acknowledge, "MAX_DEFERRED_DRAWERS", bound)
     actor = Actor(World())
     await actor.workers[0].save([event("first0", message_type="a"), event("first1", message_type="b")])
     for step in schedule:

@@ -14,7 +14,7 @@ import itertools
 import pytest
 
 from app.crashpoints import InjectedFault, armed
-from app.hub import MessageHub, PeekedBundle, repository
+from app.hub import MessageHub, PeekedBundle, acknowledge
 from app.hub.documents import ledger_from_doc
 from app.hub.memory import Request
 from tests.unit.hub.memhub import (
@@ -148,7 +148,7 @@ async def test_a_peek_failing_while_it_corrects_the_catalog_and_retried_shows_ea
 
     No acknowledgement is deferred (as for an actor holding the most deferred drawers): each
     dequeue writes its drawers, so a drawer with events left gets a new entry."""
-    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
+    monkeypatch.setattr(acknowledge, "MAX_DEFERRED_DRAWERS", 0)
     world = World()
     saved = events("e", 9)
     first = world.worker()
@@ -235,7 +235,7 @@ async def test_a_peek_from_a_board_with_an_older_fence_keeps_the_entry_of_a_draw
     that event: it used to remove it and add none (only drawers below the board's fence were
     read), and the event was never shown again. (No acknowledgement is deferred: the dequeue writes
     the drawer.)"""
-    monkeypatch.setattr(repository, "MAX_DEFERRED_DRAWERS", 0)
+    monkeypatch.setattr(acknowledge, "MAX_DEFERRED_DRAWERS", 0)
     world = World()
     mine, other = world.worker(), world.worker()
     await mine.save([event("a0", message_type="a"), event("b0", message_type="b")])

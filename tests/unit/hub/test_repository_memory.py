@@ -394,7 +394,7 @@ async def test_every_interleaving_of_two_saves_with_at_most_two_preemptions(scen
                 assert sorted(drained) == sorted(expected), where
                 if not set(ids(a)) & set(ids(b)):
                     assert in_order(drained, ids(a)) and in_order(drained, ids(b)), where
-                ledger, _ = await world.repository()._read_ledger(RECIPIENT)
+                ledger, _ = await world.repository().ledgers.read(RECIPIENT)
                 assert ledger.claims == (), where
     assert runs == (n_a + 1) * (n_a + 2) // 2 * (n_b + 1)
     assert len(traces) > n_a + n_b  # the schedules really differ

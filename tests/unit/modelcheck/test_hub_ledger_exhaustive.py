@@ -1,6 +1,6 @@
 """Every interleaving of concurrent saves to one recipient's hub ledger, up to a bound, checked with
 the pure rules the repository runs (app/hub/model.py, app/hub/saving.py) in the order it runs them
-(app/hub/repository.py `_save_recipient`):
+(app/hub/save.py `_save_recipient`):
 
   lookup the event-id index -> plan + claim sequence numbers (ledger compare-and-swap) -> write
   the index (create, or take a voided save's entry over under If-Match; any refusal abandons the

@@ -68,7 +68,7 @@ POINT_ELSEWHERE = {
     "app/hub/cosmos_io.py::batch_create": "hub.save.events",
     "app/hub/cosmos_io.py::create": "as above (hub.save.catalog, hub.peek.catalog_added)",
     "app/hub/cosmos_io.py::replace_if_match": "as above (hub.save.index)",
-    "app/hub/repository.py::_write_ledger": (
+    "app/hub/ledgers.py::write": (
         "its callers pass hub.save.claim, hub.save.renew and hub.save.release; a reaping or abandoning"
         " write is a compare-and-swap repeat of a claim's expiry (cut there, the lease runs out)"
     ),
