@@ -28,11 +28,13 @@ def service_failure(exc: BaseException) -> str | None:
         said = next((line for line in lines if not line.startswith("Status code:")), "")
         return f"Cosmos DB answered {exc.status_code}: {said.strip()[:300]}"
     if isinstance(exc, KafkaException):
-        return f"Kafka failed the request: {exc}"[:400]
-    if isinstance(exc, MySQLError):
-        return f"MySQL failed the request: {exc}"[:400]
-    if isinstance(exc, ServiceRequestError | ServiceResponseError):
-        return f"Cosmos DB did not answer ({type(exc).__name__}: {exc})"[:400]
-    if isinstance(exc, UNANSWERED):
-        return f"a backing service did not answer ({type(exc).__name__}: {exc})"[:400]
-    return None
+        account = f"Kafka failed the request: {exc}"
+    elif isinstance(exc, MySQLError):
+        account = f"MySQL failed the request: {exc}"
+    elif isinstance(exc, ServiceRequestError | ServiceResponseError):
+        account = f"Cosmos DB did not answer ({type(exc).__name__}: {exc})"
+    elif isinstance(exc, UNANSWERED):
+        account = f"a backing service did not answer ({type(exc).__name__}: {exc})"
+    else:
+        return None
+    return account[:400]
