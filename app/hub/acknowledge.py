@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.hub.bundling import BundleRef
 from app.hub.documents import drawer_doc, drawer_from_doc
-from app.hub.known import KnownDocs
-from app.hub.ledgers import MAX_CAS_ATTEMPTS, Ledgers
+from app.hub.ledgers import MAX_CAS_ATTEMPTS
 from app.hub.model import DeferredAck, DrawerState, acknowledge_drawer, apply_deferred
-from app.hub.options import RepositoryOptions
-from app.hub.ports import HubStore
-from app.hub.views import CabinetBoard
+from app.hub.parts import RepositoryPart
 from app.waiting import after_conflict
 
 __all__ = ["MAX_DEFERRED_DRAWERS", "HubAcknowledge"]
@@ -28,19 +25,7 @@ MAX_DEFERRED_DRAWERS = 16
 C = TypeVar("C")  # the store's container handle
 
 
-class HubAcknowledge(Generic[C]):
-    def __init__(
-        self,
-        io: HubStore[C],
-        options: RepositoryOptions,
-        ledgers: Ledgers[C],
-        boards: KnownDocs[CabinetBoard],
-    ) -> None:
-        self.io = io
-        self.options = options
-        self.ledgers = ledgers
-        self.boards = boards  # the peeks' boards: a dequeue moves its peek's board past the bundle
-
+class HubAcknowledge(RepositoryPart[C]):
     async def acknowledge(
         self,
         ref: BundleRef,

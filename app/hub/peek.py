@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from app.crashpoints import crash_point
 from app.hub.bundling import BundleBuilder, BundleRef
 from app.hub.documents import EVENT_FIELDS, catalog_doc, catalog_from_doc, drawer_from_doc, event_from_doc
-from app.hub.known import KnownDocs
-from app.hub.ledgers import Ledgers
 from app.hub.model import (
     CabinetKey,
     DeferredAck,
@@ -23,8 +21,7 @@ from app.hub.model import (
     catalog_partition,
     reconcile_catalog,
 )
-from app.hub.options import RepositoryOptions
-from app.hub.ports import HubStore
+from app.hub.parts import RepositoryPart
 from app.hub.reader import CabinetRead, read_cabinet
 from app.hub.views import CabinetBoard
 
@@ -41,19 +38,7 @@ class Candidate:
     events: tuple[StoredEvent, ...]
 
 
-class HubPeek(Generic[C]):
-    def __init__(
-        self,
-        io: HubStore[C],
-        options: RepositoryOptions,
-        ledgers: Ledgers[C],
-        boards: KnownDocs[CabinetBoard],
-    ) -> None:
-        self.io = io
-        self.options = options
-        self.ledgers = ledgers
-        self.boards = boards  # shared with HubAcknowledge, which moves a board past its dequeue
-
+class HubPeek(RepositoryPart[C]):
     async def next_unacknowledged(
         self,
         recipient: str,

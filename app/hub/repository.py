@@ -16,7 +16,7 @@ from app.hub.documents import drawer_from_doc
 from app.hub.known import KnownDocs, Recent
 from app.hub.ledgers import Ledgers
 from app.hub.model import CabinetKey, DeferredAck, StoredEvent, apply_deferred
-from app.hub.options import RepositoryOptions
+from app.hub.parts import RepositoryOptions
 from app.hub.peek import Candidate, HubPeek
 from app.hub.ports import HubStore
 from app.hub.save import HubSave, SaveResult
@@ -34,12 +34,11 @@ class HubRepository(Generic[C]):
         self.io = io
         self.options = options
         self.ledgers: Ledgers[C] = Ledgers(io)
-        # Per actor, what its last peek here learned of its cabinets (tagged with that bundle's id).
-        boards: KnownDocs[CabinetBoard] = Recent()
-        self.saves = HubSave(io, options, self.ledgers)
-        self.peeks = HubPeek(io, options, self.ledgers, boards)
-        self.acks = HubAcknowledge(io, options, self.ledgers, boards)
-        self.boards = boards
+        self.boards: KnownDocs[CabinetBoard] = Recent()
+        parts = (io, options, self.ledgers, self.boards)
+        self.saves = HubSave(*parts)
+        self.peeks = HubPeek(*parts)
+        self.acks = HubAcknowledge(*parts)
 
     async def save(self, events: Sequence[DataAvailable]) -> SaveResult:
         """Save events (in order); recipients in parallel, each recipient's order kept."""

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from app.crashpoints import crash_point
 from app.dataavailable import DataAvailable
@@ -32,9 +32,10 @@ from app.hub.model import (
     renew,
     save_into_drawer,
 )
-from app.hub.options import RepositoryOptions
+from app.hub.parts import RepositoryOptions, RepositoryPart
 from app.hub.ports import HubStore
 from app.hub.saving import IndexEntry, SavePlan, plan_save
+from app.hub.views import CabinetBoard
 from app.waiting import after_conflict
 
 __all__ = ["HubSave", "SaveResult"]
@@ -53,11 +54,15 @@ class SaveResult:
     duplicates: int
 
 
-class HubSave(Generic[C]):
-    def __init__(self, io: HubStore[C], options: RepositoryOptions, ledgers: Ledgers[C]) -> None:
-        self.io = io
-        self.options = options
-        self.ledgers = ledgers
+class HubSave(RepositoryPart[C]):
+    def __init__(
+        self,
+        io: HubStore[C],
+        options: RepositoryOptions,
+        ledgers: Ledgers[C],
+        boards: KnownDocs[CabinetBoard],
+    ) -> None:
+        super().__init__(io, options, ledgers, boards)
         # The drawers this process last wrote: the next save into one starts its compare-and-swap
         # from it instead of a read.
         self._drawers: KnownDocs[DrawerState] = Recent()
