@@ -5,7 +5,6 @@ running subscription refuses any reset.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -19,6 +18,10 @@ from app.subscription.errors import InvalidSubscription
 from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import Recorder, running_shards, wait_until
+
+
+def mq_lag(registry: SubscriptionRegistry, metadata: MetadataStore, name: str) -> int:
+    return sum(shard["mq_lag"] for shard in ops.lag_report(registry, metadata, name)["shards"])
 
 
 async def test_mq_rewind_and_timestamp_fast_forward(
@@ -61,16 +64,18 @@ async def test_mq_rewind_and_timestamp_fast_forward(
     for g, seqs in rewound.delivered.items():
         assert seqs == sorted(seqs), g
 
-    await asyncio.sleep(0.05)
+    # Records 0-119 were stamped before both passes above ran (seconds ago); 120-149 are stamped
+    # at their produce(), after the cut was read from the same clock: at or after it.
     cut_ms = int(time.time() * 1000)
-    await asyncio.sleep(0.05)
     produce(range(120, 150))
     ops.reset_offset(registry, metadata, sub.name, "mq", timestamp_ms=cut_ms)
     sub = registry.get(sub.name)
     later = Recorder()
     async with running_shards(stack, sub, metadata, endpoint=later):
         await wait_until(lambda: later.count() >= 30, 30, "pass after the timestamp")
-        await asyncio.sleep(0.5)  # nothing older arrives late
+        # Every MQ record handled and committed: anything older the reset let through would have
+        # been delivered by now.
+        await wait_until(lambda: mq_lag(registry, metadata, sub.name) == 0, 30, "the MQ committed to its end")
     assert sorted(s for v in later.delivered.values() for s in v) == list(range(120, 150))
 
 
