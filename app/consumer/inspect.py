@@ -20,7 +20,7 @@ from app.kafka.consuming import partition_reader
 from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
 from app.subscription.errors import UndecodableMessage
-from app.subscription.records import decode_internal, user_headers
+from app.subscription.records import decode_internal, header_map, user_headers
 
 __all__ = ["ask_owner", "changelog_states", "dead_letters", "key_state", "members"]
 
@@ -115,7 +115,7 @@ def dead_letters(bootstrap: str, name: str, limit: int = 100) -> list[dict[str, 
             "partition": msg.partition(),
             "offset": msg.offset(),
             "key": (msg.key() or b"").decode("utf-8", "replace"),
-            "ordering_key": dict(headers).get(KEY_HEADER, b"").decode("utf-8", "replace"),
+            "ordering_key": header_map(headers).get(KEY_HEADER, b"").decode("utf-8", "replace"),
             "value": (msg.value() or b"").decode("utf-8", "replace"),
             "headers": {k: v.decode("utf-8", "replace") for k, v in user_headers(headers)},
         }

@@ -54,7 +54,7 @@ from app.kafka.reading import read_from
 from app.kafka.sequence import SequenceGuard
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
-from app.subscription.records import decode_internal
+from app.subscription.records import decode_internal, header_map
 
 __all__ = ["KeyedConsumer"]
 
@@ -632,7 +632,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             record.key,
             "",
             record.value,
-            dict(record.headers),
+            header_map(record.headers),
             1,
         )
         try:
@@ -648,7 +648,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             meta = decode_internal(record.headers)
         except UndecodableMessage as exc:
             return Work(record, record.partition, "", undecodable=str(exc))
-        key = dict(record.headers).get(KEY_HEADER, b"").decode("utf-8", "replace")
+        key = header_map(record.headers).get(KEY_HEADER, b"").decode("utf-8", "replace")
         return Work(record, record.partition, key, meta)
 
     def _purge_inbox(self, partitions: set[int]) -> None:

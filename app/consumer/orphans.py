@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from app.consumer.engine import KEY_HEADER, StateLog
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue, adopt
-from app.subscription.records import Headers, decode_internal
+from app.subscription.records import Headers, decode_internal, header_map
 from app.subscription.state import MessageState
 
 __all__ = ["DLQ_MARK_KEY", "DlqMark", "adopt_copies", "copy_at"]
@@ -29,8 +29,7 @@ DLQ_MARK_KEY = b"\xffdlq-mark"  # not UTF-8, so never the encoded ordering key o
 
 def copy_at(queue: Queue, offset: int, headers: Headers | None) -> Copy | None:
     """The copy a retry/DLQ record holds (None: not one of ours, or undecodable)."""
-    found = dict(headers or ())
-    key = found.get(KEY_HEADER)
+    key = header_map(headers).get(KEY_HEADER)
     if key is None:
         return None
     try:

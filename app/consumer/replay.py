@@ -30,7 +30,7 @@ from app.kafka.admin import KafkaAdmin
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.subscription.errors import UndecodableMessage
-from app.subscription.records import InternalMeta, decode_internal, encode_internal
+from app.subscription.records import InternalMeta, decode_internal, encode_internal, header_map
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
 from app.subscription.state import GroupState, MessageState, on_unsidelined
 
@@ -59,7 +59,7 @@ def _dead_letters(bootstrap: str, topic: str, partitions: list[int]) -> dict[int
     found: dict[int, list[tuple[DlqEntry, Any]]] = defaultdict(list)
     for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
         headers = list(msg.headers() or ())
-        key = dict(headers).get(KEY_HEADER)
+        key = header_map(headers).get(KEY_HEADER)
         if key is None:
             continue
         try:

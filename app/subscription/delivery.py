@@ -25,6 +25,7 @@ from app.subscription.records import (
     FailureInfo,
     InternalMeta,
     SubscriptionMessage,
+    header_map,
     message_id_for,
     user_headers,
 )
@@ -141,8 +142,7 @@ class Item:
         if self.meta is not None:
             return self.meta
         rec = self.record
-        headers = dict(rec.headers or ())
-        message_id = headers.get("message-id", b"").decode("utf-8", "replace")
+        message_id = header_map(rec.headers).get("message-id", b"").decode("utf-8", "replace")
         message_id = message_id or message_id_for(self.main, rec.partition)
         return InternalMeta(self.main, rec.partition, message_id, 0, 0)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.subscription.errors import UndecodableMessage
-from app.subscription.records import Headers, InternalMeta, decode_group_id, decode_internal
+from app.subscription.records import Headers, InternalMeta, decode_group_id, decode_internal, header_map
 from app.subscription.state import GroupState, MessageState, Position, on_dead_lettered, on_sidelined
 
 __all__ = [
@@ -61,7 +61,7 @@ def copy_of(
 ) -> Copy | None:
     """The copy a record at `at` (storage topic index, offset) holds, or None when it is not one
     this subscription's shard wrote for a group it owns (another incarnation's, fed, undecodable)."""
-    found = dict(headers or ())
+    found = header_map(headers)
     if found.get(INCARNATION_HEADER) != incarnation.encode() or FED_HEADER in found:
         return None
     try:
@@ -87,7 +87,7 @@ def adopt(state: GroupState | None, copy: Copy, generation: int) -> GroupState |
 def fed_headers(headers: Headers | None, at: Position) -> dict[str, bytes]:
     """The headers of an RQ record at `at` fed into a newer RQ storage topic: a record fed before
     keeps the place it was first fed from."""
-    out = dict(headers or ())
+    out = header_map(headers)
     out.setdefault(FED_HEADER, f"{at[0]}:{at[1]}".encode())
     return out
 
@@ -95,8 +95,8 @@ def fed_headers(headers: Headers | None, at: Position) -> dict[str, bytes]:
 def fed_place(headers: Headers | None) -> Position | None:
     """Where the group's owner wrote a fed copy; None for a copy that was not fed (or was fed by a
     version that did not record the place: it is judged where it is read)."""
-    value = dict(headers or ()).get(FED_HEADER)
-    if value is None:
+    value = header_map(headers).get(FED_HEADER)
+    if not value:
         return None
     try:
         idx, offset = (int(x) for x in value.decode().split(":"))

@@ -19,11 +19,13 @@ __all__ = [
     "decode_group_id",
     "decode_internal",
     "encode_internal",
+    "header_map",
     "user_headers",
 ]
 
 PREFIX = "hs-"
-Headers = Sequence[tuple[str, bytes]]
+# A header may have no value (Kafka allows null): every reader here takes it as empty.
+Headers = Sequence[tuple[str, bytes | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +64,14 @@ def message_id_for(main: Position, partition: int) -> str:
     return f"{main[0]}-{partition}-{main[1]}"
 
 
+def header_map(headers: Headers | None) -> dict[str, bytes]:
+    """The headers by name (the last of a repeated name), a null value as empty."""
+    return {k: v or b"" for k, v in headers or ()}
+
+
 def user_headers(headers: Headers | None) -> list[tuple[str, bytes]]:
-    return [(k, v) for k, v in headers or () if not k.startswith(PREFIX)]
+    """The headers that are not hubstream's own, in order, a null value as empty."""
+    return [(k, v or b"") for k, v in headers or () if not k.startswith(PREFIX)]
 
 
 def encode_internal(meta: InternalMeta, original: Headers | None) -> list[tuple[str, bytes]]:
@@ -90,7 +98,7 @@ def encode_internal(meta: InternalMeta, original: Headers | None) -> list[tuple[
 
 def decode_internal(headers: Headers | None) -> InternalMeta:
     """Parse the hs-* headers of an RQ/DLQ record; UndecodableMessage when they are missing or bad."""
-    h = {k: v for k, v in headers or () if k.startswith(PREFIX)}
+    h = {k: v for k, v in header_map(headers).items() if k.startswith(PREFIX)}
     try:
         idx, partition, offset = (int(x) for x in h["hs-main"].decode().split(":"))
         failure = None
