@@ -165,11 +165,14 @@ class BatchApi:
         return data
 
     async def status(self, request: web.Request) -> web.Response:
-        """Which table partitions this worker serves, and who serves the others."""
+        """Which table partitions this worker serves, and who serves the others. A partition
+        assigned here is served once its recovery and any rebalance are over: until then a request
+        for it answers 503, so it is not reported as served."""
         owners = self.service.owner_urls()
+        service = self.service
         return model_response(
             BatchStatus(
-                partitions_served=sorted(self.service.ready),
+                partitions_served=[p for p in sorted(service.ready) if service.serving(p)],
                 partitions=self.service.partitions,
                 owners={str(p): u for p, u in sorted(owners.items())},
             )

@@ -14,7 +14,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from app.batch.errors import PartitionNotReady
 from app.batch.service import BatchService
-from app.batch.views import _method
+from app.batch.views import BatchApi, _method
 from app.settings import Settings
 
 
@@ -72,3 +72,23 @@ def test_no_table_write_is_issued_while_a_rebalance_is_under_way() -> None:
     assert service.reap().batches_removed == 0
     app.rebalancing = False
     assert service.serving(0) and not service.serving(2)
+
+
+async def test_the_status_reports_a_partition_served_only_when_a_request_for_it_would_be() -> None:
+    """A worker's partitions are reported served once a write to them would be taken: before, the
+    status listed an assigned partition during its recovery or a rebalance, and a client that
+    waited for it was answered 503 PartitionNotReady on its first write."""
+    app = App()
+    service = BatchService(app, None, Settings())  # type: ignore[arg-type]
+    service.owner_urls = dict  # type: ignore[method-assign]  # no router here: no other owners
+    service.mark_ready([0, 1])
+    api = BatchApi(service)
+
+    async def served() -> list[int]:
+        answer = await api.status(make_mocked_request("GET", "/api/v1/batch/status"))
+        return list(orjson.loads(answer.body)["partitionsServed"])  # type: ignore[arg-type]
+
+    app.rebalancing = True
+    assert await served() == []
+    app.rebalancing = False
+    assert await served() == [0, 1]
