@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
@@ -77,7 +77,7 @@ class Settings(BaseSettings):
 
     # Kafka: unset means "start the embedded Tansu broker on 127.0.0.1:EMBEDDED_BROKER_PORT".
     kafka_bootstrap: str | None = Field(default=None, validation_alias="KAFKA_BOOTSTRAP")
-    embedded_broker_port: int = Field(default=9092, validation_alias="EMBEDDED_BROKER_PORT")
+    embedded_broker_port: int = Field(default=9092, ge=1, le=65535, validation_alias="EMBEDDED_BROKER_PORT")
     # Replication factor of every topic hubstream creates (3 is usual on a production cluster).
     kafka_replication_factor: int = Field(default=1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR")
 
@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     cosmos_endpoint: str | None = Field(default=None, validation_alias="COSMOS_ENDPOINT")
     cosmos_key: SecretStr | None = Field(default=None, validation_alias="COSMOS_KEY")
     cosmos_database: str = Field(default="hubstream", validation_alias="COSMOS_DATABASE")
-    embedded_cosmos_port: int = Field(default=8081, validation_alias="EMBEDDED_COSMOS_PORT")
+    embedded_cosmos_port: int = Field(default=8081, ge=1, le=65535, validation_alias="EMBEDDED_COSMOS_PORT")
     # TLS is verified for a configured endpoint unless this is false (the Docker emulator's
     # certificate is self-signed); the embedded endpoint speaks plain HTTP on loopback.
     cosmos_verify_tls: bool = Field(default=True, validation_alias="COSMOS_VERIFY_TLS")
@@ -96,11 +96,11 @@ class Settings(BaseSettings):
     # running server cannot switch on: unset means "start the project's own MariaDB on
     # 127.0.0.1:EMBEDDED_MARIADB_PORT" with a row-based binlog and a datadir under HUBSTREAM_HOME.
     binlog_mysql_url: str | None = Field(default=None, validation_alias="BINLOG_MYSQL_URL")
-    embedded_mariadb_port: int = Field(default=3407, validation_alias="EMBEDDED_MARIADB_PORT")
+    embedded_mariadb_port: int = Field(default=3407, ge=1, le=65535, validation_alias="EMBEDDED_MARIADB_PORT")
 
     # Worker web server (API, dashboard, metrics).
     web_host: str = Field(default="127.0.0.1", validation_alias="WEB_HOST")
-    web_port: int = Field(default=6066, validation_alias="WEB_PORT")
+    web_port: int = Field(default=6066, ge=1, le=65535, validation_alias="WEB_PORT")
     admin_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_ADMIN_TOKEN")
     hub_jwt_secret: SecretStr = Field(
         default=SecretStr(DEV_JWT_SECRET),
@@ -110,18 +110,20 @@ class Settings(BaseSettings):
     # Faust worker.
     app_id: str = Field(default="hubstream", validation_alias="HUBSTREAM_APP_ID")
     table_store: str = Field(default="rocksdb://", validation_alias="TABLE_STORE")
-    table_partitions: int = Field(default=8, validation_alias="TABLE_PARTITIONS")
-    broker_session_timeout_s: float = Field(default=10.0, validation_alias="BROKER_SESSION_TIMEOUT_S")
-    broker_rebalance_timeout_s: float = Field(default=10.0, validation_alias="BROKER_REBALANCE_TIMEOUT_S")
-    offset_flush_interval_s: float = Field(default=1.0, validation_alias="OFFSET_FLUSH_INTERVAL_S")
+    table_partitions: int = Field(default=8, ge=1, validation_alias="TABLE_PARTITIONS")
+    broker_session_timeout_s: float = Field(default=10.0, gt=0, validation_alias="BROKER_SESSION_TIMEOUT_S")
+    broker_rebalance_timeout_s: float = Field(
+        default=10.0, gt=0, validation_alias="BROKER_REBALANCE_TIMEOUT_S"
+    )
+    offset_flush_interval_s: float = Field(default=1.0, gt=0, validation_alias="OFFSET_FLUSH_INTERVAL_S")
     # Fault injection for tests (app/crashpoints.py): NAME[:NTH[:kill|raise]],... Off when unset.
     crash_at: str | None = Field(default=None, validation_alias="HUBSTREAM_CRASH_AT")
 
     # Composite topics.
     metadata_topic: str = Field(default=DEFAULT_METADATA_TOPIC, validation_alias="COMPOSITE_METADATA_TOPIC")
-    metadata_refresh_s: float = Field(default=2.0, validation_alias="COMPOSITE_METADATA_REFRESH_S")
-    max_group_id_bytes: int = Field(default=256, validation_alias="MAX_GROUP_ID_BYTES")
-    max_payload_bytes: int = Field(default=1_048_576, validation_alias="MAX_PAYLOAD_BYTES")
+    metadata_refresh_s: float = Field(default=2.0, gt=0, validation_alias="COMPOSITE_METADATA_REFRESH_S")
+    max_group_id_bytes: int = Field(default=256, ge=1, validation_alias="MAX_GROUP_ID_BYTES")
+    max_payload_bytes: int = Field(default=1_048_576, ge=1, validation_alias="MAX_PAYLOAD_BYTES")
 
     # batch
     batch_acks_topic: str = Field(default="batch-acks", validation_alias="BATCH_ACKS_TOPIC")
@@ -131,11 +133,15 @@ class Settings(BaseSettings):
     batch_group_size_items: int = Field(
         default=4096, ge=8, le=1_048_576, validation_alias="BATCH_GROUP_SIZE_ITEMS"
     )
-    batch_max_items_per_add: int = Field(default=10_000_000, ge=1, validation_alias="BATCH_MAX_ITEMS_PER_ADD")
-    batch_reap_open_after_s: float = Field(default=7 * 86400.0, validation_alias="BATCH_REAP_OPEN_AFTER_S")
-    batch_reap_closed_after_s: float = Field(default=86400.0, validation_alias="BATCH_REAP_CLOSED_AFTER_S")
-    batch_reap_interval_s: float = Field(default=60.0, validation_alias="BATCH_REAP_INTERVAL_S")
-    batch_route_timeout_s: float = Field(default=30.0, validation_alias="BATCH_ROUTE_TIMEOUT_S")
+    batch_max_items_per_add: int = Field(default=5_000_000, ge=1, validation_alias="BATCH_MAX_ITEMS_PER_ADD")
+    batch_reap_open_after_s: float = Field(
+        default=7 * 86400.0, gt=0, validation_alias="BATCH_REAP_OPEN_AFTER_S"
+    )
+    batch_reap_closed_after_s: float = Field(
+        default=86400.0, gt=0, validation_alias="BATCH_REAP_CLOSED_AFTER_S"
+    )
+    batch_reap_interval_s: float = Field(default=60.0, gt=0, validation_alias="BATCH_REAP_INTERVAL_S")
+    batch_route_timeout_s: float = Field(default=30.0, gt=0, validation_alias="BATCH_ROUTE_TIMEOUT_S")
 
     # pipelines (set by `hubstream pipeline run FILE`; a worker without it runs no pipeline)
     pipeline_file: Path | None = Field(default=None, validation_alias="PIPELINE_FILE")
@@ -226,4 +232,12 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """The settings from the environment; ConfigError naming each variable whose value is refused."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}={error.get('input')!r:.60}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigError(f"invalid setting: {problems}") from None

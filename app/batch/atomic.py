@@ -16,12 +16,25 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from app.batch.errors import OperationTooLarge
 from app.batch.model import BatchStore
 from app.crashpoints import crash_point
 
-__all__ = ["INTENT_KEY", "AtomicWrites", "atomically", "decode_intent", "encode_intent", "replay_intent"]
+__all__ = [
+    "INTENT_KEY",
+    "MAX_INTENT_BYTES",
+    "AtomicWrites",
+    "atomically",
+    "decode_intent",
+    "encode_intent",
+    "replay_intent",
+]
 
 INTENT_KEY = b"w/intent"
+# The intent is one changelog record: Faust's producer refuses a record over 1,000,000 bytes (its
+# producer_max_request_size), and so does a broker at Kafka's default message.max.bytes. Refused
+# there, the write would fail after the operation was answered (and Faust stops the worker).
+MAX_INTENT_BYTES = 900_000
 _DELETED = 0xFFFFFFFF
 _LEN = struct.Struct("<I")
 
@@ -101,7 +114,13 @@ class AtomicWrites:
         """Write everything buffered; a single key needs no intent (one record is atomic)."""
         writes, self.writes = self.writes, {}
         if len(writes) > 1:
-            self.store.put(INTENT_KEY, encode_intent(writes))
+            intent = encode_intent(writes)
+            if len(intent) > MAX_INTENT_BYTES:
+                raise OperationTooLarge(
+                    f"the operation writes {len(intent)} bytes at once; one changelog record holds"
+                    f" {MAX_INTENT_BYTES}: nothing was written"
+                )
+            self.store.put(INTENT_KEY, intent)
             crash_point("batch.table.intent_written")
         _apply(self.store, writes)
         if len(writes) > 1:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from app.errors import ConflictError, InvalidInput, NotFound, ServiceUnavailable
 
-__all__ = ["BatchClosed", "BatchNotFound", "ItemNotFound", "MalformedItemId", "PartitionNotReady"]
+__all__ = [
+    "BatchClosed",
+    "BatchNotFound",
+    "ItemNotFound",
+    "MalformedItemId",
+    "OperationTooLarge",
+    "PartitionNotReady",
+]
 
 
 class BatchNotFound(NotFound):
@@ -21,6 +28,10 @@ class MalformedItemId(InvalidInput):
 
 class BatchClosed(ConflictError):
     """Items cannot be added to a closed batch."""
+
+
+class OperationTooLarge(InvalidInput):
+    """An operation whose writes do not fit in one changelog record (its intent); nothing is written."""
 
 
 class PartitionNotReady(ServiceUnavailable):

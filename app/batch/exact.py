@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import orjson
 
@@ -52,6 +53,17 @@ class AckOutcome:
 class ExactRules:
     group_size_items: int
     max_items_per_add: int
+
+    # Bytes an add writes per item group beside its bitfield (the group's key and lengths, and its
+    # entry in the answer kept for a retried request: ~120 with a 20-digit batch id), with room;
+    # and for the batch header.
+    GROUP_OVERHEAD_BYTES: ClassVar[int] = 160
+    HEADER_BYTES: ClassVar[int] = 1024
+
+    def largest_add(self, max_bytes: int) -> int:
+        """The most items one add may take for all its writes to fit in `max_bytes` (its intent)."""
+        per_group = self.GROUP_OVERHEAD_BYTES + (self.group_size_items + 7) // 8
+        return max(0, (max_bytes - self.HEADER_BYTES) // per_group) * self.group_size_items
 
     def create(
         self, store: BatchStore, partition: int, partitions: int, user_key: str | None, now_ms: int

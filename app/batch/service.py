@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from app.batch.atomic import atomically
+from app.batch.atomic import MAX_INTENT_BYTES, atomically
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
 from app.batch.exact import AckOutcome, ExactRules, Removal
@@ -28,6 +28,7 @@ from app.batch.ids import GroupAcks, ItemGroup, partition_of_estimated, partitio
 from app.batch.model import BatchStore, BatchTable, Completion, EstimatedBatch, ExactBatch
 from app.batch.reaper import ReapPolicy
 from app.crashpoints import crash_point
+from app.errors import ConfigError
 from app.settings import Settings
 from app.waiting import async_poll_until
 
@@ -48,6 +49,13 @@ class BatchService:
         self.settings = settings
         self.partitions = settings.table_partitions
         self.exact = ExactRules(settings.batch_group_size_items, settings.batch_max_items_per_add)
+        largest = self.exact.largest_add(MAX_INTENT_BYTES)
+        if settings.batch_max_items_per_add > largest:
+            raise ConfigError(
+                f"BATCH_MAX_ITEMS_PER_ADD={settings.batch_max_items_per_add} is more items than one add"
+                f" can write at once with BATCH_GROUP_SIZE_ITEMS={settings.batch_group_size_items}:"
+                f" at most {largest}"
+            )
         self.estimated = EstimatedRules()
         self.reap_policy = ReapPolicy(settings.batch_reap_open_after_s, settings.batch_reap_closed_after_s)
         self.ready: set[int] = set()

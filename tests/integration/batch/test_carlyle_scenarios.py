@@ -199,3 +199,21 @@ def test_delete_open_and_closed_since(client: BatchClient, stack: Settings) -> N
     assert removed_closed["batchesRemoved"] >= 1
     with pytest.raises(BatchNotFound):
         client.get_exact(closed_id)
+
+
+def test_the_largest_add_the_settings_allow_is_written_and_the_worker_goes_on(
+    client: BatchClient, batch_worker: BatchWorker
+) -> None:
+    """Its writes are one changelog record; before, an add this size made a record the producer
+    refused after the answer, and the worker stopped."""
+    most = Settings().batch_max_items_per_add
+    batch_id = client.create_exact()
+    groups = client.add_items(batch_id, most)
+    assert sum(g.upto for g in groups) == most
+    got = client.get_exact(batch_id)
+    assert (got["totalItems"], got["pendingItems"]) == (most, most)
+    with pytest.raises(InvalidInput, match=f"from 1 to {most}"):
+        client.add_items(batch_id, most + 1)
+    after = client.create_exact()  # the worker still takes writes
+    assert len(client.add_item_ids(after, 10)) == 10
+    assert batch_worker.proc.poll() is None, batch_worker.log()[-3000:]
