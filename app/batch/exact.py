@@ -62,8 +62,26 @@ class ExactRules:
 
     def largest_add(self, max_bytes: int) -> int:
         """The most items one add may take for all its writes to fit in `max_bytes` (its intent)."""
+        return self.groups_per_operation(max_bytes) * self.group_size_items
+
+    def groups_per_operation(self, max_bytes: int) -> int:
+        """Item groups one operation may write for its intent to fit in `max_bytes` (at least 1)."""
         per_group = self.GROUP_OVERHEAD_BYTES + (self.group_size_items + 7) // 8
-        return max(0, (max_bytes - self.HEADER_BYTES) // per_group) * self.group_size_items
+        return max(1, (max_bytes - self.HEADER_BYTES) // per_group)
+
+    @staticmethod
+    def ack_parts(acks: Sequence[GroupAcks], max_groups: int) -> list[list[GroupAcks]]:
+        """`acks` in order, cut into parts that touch at most `max_groups` item groups each."""
+        parts: list[list[GroupAcks]] = [[]]
+        touched: set[tuple[int, str]] = set()
+        for ack in acks:
+            group = (ack.batch_id, ack.group_id)
+            if group not in touched and len(touched) == max_groups:
+                parts.append([])
+                touched = set()
+            touched.add(group)
+            parts[-1].append(ack)
+        return parts
 
     def create(
         self, store: BatchStore, partition: int, partitions: int, user_key: str | None, now_ms: int

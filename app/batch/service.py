@@ -16,11 +16,12 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
 
-from app.batch.atomic import MAX_INTENT_BYTES, atomically
+from app.batch.atomic import MAX_INTENT_BYTES, atomically, replay_intent
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
 from app.batch.exact import AckOutcome, ExactRules, Removal
@@ -50,6 +51,7 @@ class BatchService:
         self.partitions = settings.table_partitions
         self.exact = ExactRules(settings.batch_group_size_items, settings.batch_max_items_per_add)
         largest = self.exact.largest_add(MAX_INTENT_BYTES)
+        self._groups_per_operation = self.exact.groups_per_operation(MAX_INTENT_BYTES)
         if settings.batch_max_items_per_add > largest:
             raise ConfigError(
                 f"BATCH_MAX_ITEMS_PER_ADD={settings.batch_max_items_per_add} is more items than one add"
@@ -197,13 +199,34 @@ class BatchService:
                 self.exact.check(store, acks)
 
     def ack(self, partition: int, acks: Sequence[GroupAcks]) -> AckOutcome:
-        return self.run(partition, lambda s: self.exact.ack(s, acks, now_ms()))
+        """Clear the acked bits, as many item groups per operation as one intent record holds. Every
+        id is checked first (a bad one changes nothing). Each part is whole on its own (its groups'
+        bits and the header's count together), so a crash between parts leaves a part-applied ack
+        that its redelivery finishes: bits already cleared are not counted again."""
+        self.run(partition, lambda s: self.exact.check(s, acks))
+        cleared, completions = 0, {}
+        for part in self.exact.ack_parts(acks, self._groups_per_operation):
+            done = self.run(partition, partial(self.exact.ack, acks=part, now_ms=now_ms()))
+            cleared += done.items_cleared
+            completions.update({c.batch_id: c for c in done.completions})
+        return AckOutcome(cleared, tuple(completions.values()))
 
     def expire_exact(self, closed: bool, not_updated_since_ms: int) -> Removal:
         removal = Removal(0, 0)
         for partition in sorted(self.ready):
-            removal += self.run(partition, lambda s: self.exact.expire(s, closed, not_updated_since_ms))
+            with self.deleting(partition) as store:
+                removal += self.exact.expire(store, closed, not_updated_since_ms)
         return removal
+
+    @contextlib.contextmanager
+    def deleting(self, partition: int) -> Iterator[BatchStore]:
+        """The partition's store for removing whole batches, straight, not through one intent
+        (a pass of the reaper may remove more than one record holds). Each batch's item groups and
+        answers go before its header, so a torn pass leaves batches that are whole or headers whose
+        next pass finishes them, never records no header leads to."""
+        store = self.store(partition)
+        replay_intent(store)
+        yield store
 
     # -- estimated -------------------------------------------------------------------------------
 
@@ -247,7 +270,7 @@ class BatchService:
         removal = Removal(0, 0)
         for closed, cutoff in self.reap_policy.cutoffs_ms(now_ms()).items():
             for partition in sorted(p for p in self.ready if self.serving(p)):
-                with self.writing(partition) as store:
+                with self.deleting(partition) as store:
                     removal += self.exact.expire(store, closed, cutoff)
                     removal += self.estimated.expire(store, closed, cutoff)
         if removal.batches_removed:

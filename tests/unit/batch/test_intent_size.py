@@ -9,12 +9,15 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.batch.atomic import MAX_INTENT_BYTES, atomically, encode_intent
 from app.batch.errors import OperationTooLarge
 from app.batch.exact import ExactRules
+from app.batch.ids import GroupAcks
 from app.batch.model import sequence_key
-from app.batch.service import BatchService
+from app.batch.service import BatchService, now_ms
 from app.errors import ConfigError
 from app.settings import Settings
 from tests.unit.batch.conftest import MemoryStore
@@ -56,3 +59,82 @@ def test_a_worker_allowing_adds_too_large_for_one_record_does_not_start() -> Non
     with pytest.raises(ConfigError, match=r"BATCH_MAX_ITEMS_PER_ADD=10000000 .* at most 5476352"):
         BatchService(None, None, settings)  # type: ignore[arg-type]
     assert BatchService(None, None, Settings()).exact.max_items_per_add == 5_000_000  # type: ignore[arg-type]
+
+
+class RecordLimitedStore(MemoryStore):
+    """A partition whose changelog refuses a record over 1,000,000 bytes, as Faust's producer does."""
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if len(key) + len(value) > 1_000_000:
+            raise AssertionError(f"a {len(value)}-byte changelog record would be refused")
+        super().put(key, value)
+
+
+class Table:
+    def __init__(self) -> None:
+        self.store = RecordLimitedStore()
+
+    def partition_store(self, partition: int, in_flight: object) -> RecordLimitedStore:
+        return self.store
+
+
+class App:
+    in_recovery = False
+    rebalancing = False
+
+
+def serving_service() -> tuple[BatchService, Table]:
+    table = Table()
+    service = BatchService(App(), table, Settings())  # type: ignore[arg-type]
+    service.mark_ready(range(PARTITIONS))
+    return service, table
+
+
+def test_an_ack_of_one_item_in_each_of_many_groups_is_applied_in_parts_that_fit() -> None:
+    service, _ = serving_service()
+    batch = service.create_exact(0, None)
+    groups = [g for _ in range(3) for g in service.add_items(batch.batch_id, service.exact.max_items_per_add)]
+    assert len(groups) > 2 * service.exact.groups_per_operation(MAX_INTENT_BYTES)  # one op would not fit
+    acks = [GroupAcks(batch.batch_id, g.id, (0,)) for g in groups]
+    outcome = service.ack(service.exact_partition(batch.batch_id), acks)
+    assert outcome.items_cleared == len(groups)
+    got = service.get_exact(batch.batch_id)
+    assert got.pending_items == got.total_items - len(groups)
+    again = service.ack(service.exact_partition(batch.batch_id), acks)  # redelivered: counted once
+    assert again.items_cleared == 0 and service.get_exact(batch.batch_id).pending_items == got.pending_items
+
+
+def test_a_last_ack_spread_over_parts_reports_its_completion_once() -> None:
+    service, _ = serving_service()
+    batch = service.create_exact(0, "k")
+    groups = [g for _ in range(3) for g in service.add_items(batch.batch_id, service.exact.max_items_per_add)]
+    service.close_exact(batch.batch_id)
+    acks = [GroupAcks(batch.batch_id, g.id, tuple(range(g.upto))) for g in groups]
+    outcome = service.ack(service.exact_partition(batch.batch_id), acks)
+    assert [c.batch_id for c in outcome.completions] == [batch.batch_id]
+    assert service.get_exact(batch.batch_id).pending_items == 0
+
+
+def test_the_reaper_removes_more_than_one_record_holds() -> None:
+    service, table = serving_service()
+    batch = service.create_exact(0, None)
+    adds = 20  # 24,420 item groups: their deletions would be ~1.2 MB as one intent
+    for _ in range(adds):
+        service.add_items(batch.batch_id, service.exact.max_items_per_add)
+    removal = service.expire_exact(closed=False, not_updated_since_ms=now_ms() + 1)
+    assert (removal.batches_removed, removal.items_removed) == (1, adds * service.exact.max_items_per_add)
+    assert table.store.data.keys() <= {sequence_key(p) for p in range(PARTITIONS)}  # nothing else left
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.sampled_from("abcdef")), max_size=40),
+    st.integers(1, 5),
+)
+def test_ack_parts_keep_every_ack_in_order_and_touch_at_most_max_groups(
+    groups: list[tuple[int, str]], max_groups: int
+) -> None:
+    acks = [GroupAcks(batch_id, group, (i,)) for i, (batch_id, group) in enumerate(groups)]
+    parts = ExactRules.ack_parts(acks, max_groups)
+    assert [a for part in parts for a in part] == acks
+    assert all(len({(a.batch_id, a.group_id) for a in part}) <= max_groups for part in parts)
+    assert all(parts) or acks == []
