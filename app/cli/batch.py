@@ -8,7 +8,7 @@ import click
 
 from app.batch.client import BatchClient
 from app.batch.ids import expand_item_ids
-from app.cli.common import HubstreamGroup, echo_json
+from app.cli.common import URL, HubstreamGroup, echo_json
 from app.errors import InvalidInput
 from app.settings import get_settings
 
@@ -28,7 +28,7 @@ def _exact_id(value: str) -> int:
 
 
 @click.group(cls=HubstreamGroup)
-@click.option("--url", default=None, help="Worker base URL (default http://WEB_HOST:WEB_PORT).")
+@click.option("--url", type=URL, default=None, help="Worker base URL (default http://WEB_HOST:WEB_PORT).")
 @click.pass_context
 def batch(ctx: click.Context, url: str | None) -> None:
     """Track fan-out batches (Carlyle-compatible exact and estimated batches)."""

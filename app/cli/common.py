@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 import orjson
@@ -14,11 +15,31 @@ from app.service_errors import REFUSED, UNANSWERED, service_failure
 
 T = TypeVar("T")
 
-__all__ = ["HubstreamGroup", "echo_json", "run_faust_worker"]
+__all__ = ["URL", "HubstreamGroup", "echo_json", "run_faust_worker"]
 
 
 def echo_json(data: Any) -> None:
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+class _Url(click.ParamType):
+    """An http(s) base URL with a host and, if any, a port number: checked before a request."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            parts = urlsplit(text)
+            _ = parts.port  # a port that is not a number raises here
+        except ValueError as exc:
+            self.fail(f"{text!r} is not a URL: {exc}", param, ctx)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            self.fail(f"{text!r} is not an http(s) URL with a host (http://127.0.0.1:6066)", param, ctx)
+        return text
+
+
+URL = _Url()
 
 
 class HubstreamGroup(click.Group):

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import click
 import orjson
 
-from app.cli.common import HubstreamGroup, echo_json, run_faust_worker
+from app.cli.common import URL, HubstreamGroup, echo_json, run_faust_worker
 from app.cli.pipeline_client import PipelineClient, default_url
 from app.errors import InvalidInput, NotFound, ServiceUnavailable
 from app.pipeline.api_models import CommitLog, entry_view, reader_view, writer_state_view
@@ -82,7 +82,10 @@ def _live(path: str, query: dict[str, int] | None = None) -> Any:
 
 @click.group(cls=HubstreamGroup)
 @click.option(
-    "--url", default=None, help="The pipeline process's HTTP API (default http://WEB_HOST:PIPELINE_WEB_PORT)."
+    "--url",
+    type=URL,
+    default=None,
+    help="The pipeline process's HTTP API (default http://WEB_HOST:PIPELINE_WEB_PORT).",
 )
 @click.pass_context
 def pipeline(ctx: click.Context, url: str | None) -> None:

@@ -129,8 +129,8 @@ def _resolve_transform(ref: Any, base_dir: Path | None, where: str) -> Transform
         else:
             module = importlib.import_module(module_ref)
         function: Transform = getattr(module, attr)
-    except (ImportError, AttributeError, OSError) as exc:
-        raise InvalidDefinition(f"{where}: cannot load transform {ref!r}: {exc}") from exc
+    except Exception as exc:  # the user's module ran: a syntax error, or anything it raised
+        raise InvalidDefinition(f"{where}: cannot load transform {ref!r}: {exc!r}") from exc
     if not callable(function):
         raise InvalidDefinition(f"{where}: {ref!r} is not callable")
     return TransformStep(ref, function)
@@ -155,7 +155,10 @@ def _steps(raw: Mapping[str, Any], base_dir: Path | None, where: str) -> tuple[S
                     )
         else:
             steps.append(NamespaceFilter(str(raw.get("namespace", ".*"))))
-            for index, ref in enumerate(raw.get("transforms") or ()):
+            transforms = raw.get("transforms") or ()
+            if not isinstance(transforms, Sequence) or isinstance(transforms, str):
+                raise InvalidDefinition(f"{where}: transforms must be a list, got {transforms!r:.60}")
+            for index, ref in enumerate(transforms):
                 steps.append(_resolve_transform(ref, base_dir, f"{where}.transforms[{index}]"))
     except re.error as exc:
         raise InvalidDefinition(f"{where}: bad namespace regex: {exc}") from exc
@@ -218,7 +221,11 @@ def _import_file(path: Path) -> Any:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]  # not half a module for the next load to find
+        raise
     return module
 
 
@@ -229,7 +236,7 @@ def load_definition(path: Path) -> PipelineDefinition:
     if path.suffix in {".yaml", ".yml"}:
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise InvalidDefinition(f"{path}: invalid YAML: {exc}") from exc
         return definition_from_mapping(raw, path.parent)
     if path.suffix == ".py":
