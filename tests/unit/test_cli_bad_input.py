@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli.main import cli
-from app.pipeline.definition import InvalidDefinition, load_definition
+from app.pipeline.definition import load_definition
+from app.pipeline.errors import InvalidDefinition
 
 
 @pytest.mark.parametrize(
