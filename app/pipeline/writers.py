@@ -265,13 +265,17 @@ class CosmosSink:
 
         container = await self._target()
         gate = asyncio.Semaphore(self.concurrency)
-        latest: dict[str, Message] = {}
-        for m in messages:  # the last change of a document in a batch wins
+        # The last change of a document in a batch wins; a document is its id in its partition.
+        latest: dict[tuple[bytes, str], Message] = {}
+        pk_field = self.partition_key[1:]
+        for m in messages:
             if self.id_field not in m.data:
                 raise WriteFailed(
                     f"Cosmos {self.container_name}: message without {self.id_field!r}: {dict(m.data)}"
                 )
-            latest[str(m.data[self.id_field])] = m
+            doc_id = str(m.data[self.id_field])
+            pk_value = doc_id if pk_field == "id" else m.data.get(pk_field)
+            latest[(orjson.dumps(pk_value, default=str), doc_id)] = m
 
         async def one(doc_id: str, m: Message) -> None:
             async with gate:
@@ -286,7 +290,7 @@ class CosmosSink:
                     crash_point("pipeline.writer.cosmos.upsert")
                     await container.upsert_item(doc)
 
-        results = await asyncio.gather(*(one(i, m) for i, m in latest.items()), return_exceptions=True)
+        results = await asyncio.gather(*(one(i, m) for (_, i), m in latest.items()), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             first = failures[0]

@@ -44,3 +44,24 @@ async def test_a_batch_failed_part_way_and_written_again_ends_as_one_clean_write
         assert await _documents(cosmos, container) == {f"d{i}": 1 for i in range(1, 10, 2)}
     finally:
         await sink.close()
+
+
+async def test_documents_sharing_an_id_in_different_partitions_are_all_written(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    """A document is its id within its partition: two in one batch that share an id (as the hub's
+    event documents in two drawers do) are two documents. Before, the batch kept only the last."""
+    container = f"sink-pk-{unique}"
+    options = {"container": container, "database": cosmos.database.id, "partition_key": "/drawer"}
+    sink = CosmosSink(stack, options)
+    try:
+        batch = [
+            Message(Op.INSERT, 0, "events", {"id": "0000000000000001", "drawer": d, "v": v})
+            for v, d in enumerate(["drawer-a", "drawer-b", "drawer-a"])  # drawer-a's twice: the last wins
+        ]
+        await sink.write(batch)
+        target: Any = await cosmos.container(container, "/drawer")
+        found = {(d["drawer"], d["id"]): d["v"] async for d in target.query_items("SELECT * FROM c")}
+        assert found == {("drawer-a", "0000000000000001"): 2, ("drawer-b", "0000000000000001"): 1}
+    finally:
+        await sink.close()
