@@ -172,14 +172,21 @@ def row_entries(changes: Iterable[RowChange], seen: dict[str, BinlogPosition]) -
             before = None if befores is None else befores[index]
             data = afters[index] if afters is not None else before
             assert data is not None and key_images is not None
-            entries.append(
-                NewEntry(
-                    Message(op, ts, namespace, data, before),
-                    Mode.SYNC,
-                    {"binlog": [file, start, first + index]},
-                    doc_key(pk, key_images[index]),
+            key = doc_key(pk, key_images[index])
+            if op is Op.UPDATE and before is not None and (old_key := doc_key(pk, before)) != key:
+                # The row's key changed: the old key's delete first, at the previous row's position
+                # (a crash after it captures this row again: the delete is idempotent). Targets and
+                # the commit log's compaction, both by key, would otherwise keep the old row.
+                entries.append(
+                    NewEntry(
+                        Message(Op.DELETE, ts, namespace, before, before),
+                        Mode.SYNC,
+                        {"binlog": [file, start, first + index - 1]},
+                        old_key,
+                    )
                 )
-            )
+            at = {"binlog": [file, start, first + index]}
+            entries.append(NewEntry(Message(op, ts, namespace, data, before), Mode.SYNC, at, key))
     return entries
 
 

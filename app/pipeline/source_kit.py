@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any, TypeVar
 
+import orjson
+
 from app.pipeline.model import Message, Mode, NewEntry, Op
 
 __all__ = ["Threaded", "copied_rows", "json_value", "now_ms"]
@@ -34,7 +36,20 @@ def json_value(value: Any) -> Any:
             return bytes(value).decode("utf-8")
         except UnicodeDecodeError:
             return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, set | frozenset):  # a SET column in a binlog row; a snapshot reads "a,b"
+        return ",".join(sorted(str(json_value(member)) for member in value))
+    if isinstance(value, dict | list | tuple):  # a JSON column in a binlog row; a snapshot reads its text
+        return orjson.dumps(_json_tree(value)).decode()
     return value
+
+
+def _json_tree(value: Any) -> Any:
+    """A decoded JSON document with its keys and strings as text (the binlog gives MySQL's as bytes)."""
+    if isinstance(value, dict):
+        return {str(json_value(key)): _json_tree(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_tree(item) for item in value]
+    return json_value(value)
 
 
 class Threaded:
