@@ -105,6 +105,7 @@ class PipelineStatus(ApiModel):
     commit_log: CommitLog
     reader_done: bool
     reader_error: str | None
+    reader_refused: int = 0  # entries left out: larger than a commit-log record may be (the log says which)
     reader: dict[str, ReaderView]  # by namespace
     writers: dict[str, WriterView]  # by writer name
 

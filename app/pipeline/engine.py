@@ -20,7 +20,7 @@ from typing import Any
 from app.errors import ConfigError
 from app.pipeline.bulk import Bulk, DeadLettering, Sending, prepare_bulk, write_bulk
 from app.pipeline.chain import Branch
-from app.pipeline.errors import UnknownWriter
+from app.pipeline.errors import EntryTooLarge, UnknownWriter
 from app.pipeline.model import LogEntry, NewEntry, entry_text
 from app.pipeline.offsets import ReaderState, WriterState
 from app.pipeline.ports import CommitLog, Cursor, DeadLetterQueue, Sink, Source, StateStore
@@ -74,6 +74,7 @@ class _Flags:
     dirty: bool = False
     source_done: bool = False
     source_error: str | None = None
+    source_refused: int = 0  # entries left out of the commit log: larger than a record may be
     events: list[str] = field(default_factory=list)
 
 
@@ -252,10 +253,11 @@ class PipelineRuntime:
                         await self._settle(appends, self.appends_in_flight - 1)
                         await self._keep_within_tail()
                         previous = appends[-1] if appends else None
-                        confirmed = await self.log.start_append(batch)
-                        appends.append(
-                            asyncio.create_task(self._confirmed_append(batch, confirmed, previous))
-                        )
+                        batch, confirmed = await self._start_append(batch)
+                        if confirmed is not None:
+                            appends.append(
+                                asyncio.create_task(self._confirmed_append(batch, confirmed, previous))
+                            )
                 await self._settle(appends, 0)
                 self.flags.source_done = True
                 self.flags.source_error = None
@@ -306,6 +308,26 @@ class PipelineRuntime:
         After a failure, the appends left are all later ones: they fail too (see _confirmed_append)."""
         while appends and (appends[0].done() or len(appends) > keep):
             await appends.popleft()
+
+    async def _start_append(
+        self, batch: list[NewEntry]
+    ) -> tuple[list[NewEntry], Awaitable[list[int]] | None]:
+        """Append the batch, less any entry larger than a commit-log record may be: each is
+        reported (the log and the status's events) and left out, and the rest appended; before,
+        the append failed whole and the reader retried it for ever. None when nothing is left."""
+        while batch:
+            try:
+                return batch, await self.log.start_append(batch)
+            except EntryTooLarge as exc:
+                entry = batch[exc.index]
+                self.flags.source_refused += 1
+                self.flags.events.append(
+                    f"reader: entry {entry.message.namespace}/{entry.doc_key} at {dict(entry.position)}"
+                    f" left out: {exc} (raise MAX_PAYLOAD_BYTES to carry it)"
+                )
+                log.error("pipeline %s: %s", self.name, self.flags.events[-1])
+                batch = batch[: exc.index] + batch[exc.index + 1 :]
+        return batch, None
 
     async def _confirmed_append(
         self, batch: list[NewEntry], confirmed: Awaitable[list[int]], previous: asyncio.Task[None] | None
@@ -522,6 +544,7 @@ class PipelineRuntime:
             "pipeline": self.name,
             "source_done": self.flags.source_done,
             "source_error": self.flags.source_error,
+            "source_refused": self.flags.source_refused,
             "writers": {
                 n: {
                     **s.state.to_json(),

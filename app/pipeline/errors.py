@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound, ServiceUnavailable
 
 __all__ = [
+    "EntryTooLarge",
     "InvalidDefinition",
     "LogCompactedAway",
     "PipelineError",
@@ -19,6 +20,14 @@ __all__ = [
 
 class PipelineError(HubstreamError):
     """Root of the pipeline errors."""
+
+
+class EntryTooLarge(PipelineError):
+    """One entry of an append is larger than a commit-log record may be; nothing was appended."""
+
+    def __init__(self, index: int, size: int, limit: int) -> None:
+        super().__init__(f"an entry of {size} bytes is larger than a commit-log record may be ({limit})")
+        self.index, self.size, self.limit = index, size, limit
 
 
 class InvalidDefinition(InvalidInput):

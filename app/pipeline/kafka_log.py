@@ -24,6 +24,7 @@ from app.crashpoints import InjectedFault, crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import AsyncProducer, produce_failed, settle
+from app.pipeline.errors import EntryTooLarge
 from app.pipeline.log_reader import KafkaCursor, LogReader, log_end, read_log_range
 from app.pipeline.log_records import encode_records
 from app.pipeline.model import NewEntry
@@ -205,6 +206,9 @@ class KafkaCommitLog:
             assert self._next is not None
             first = self._next
             records = encode_records(entries, first, self._max_message_bytes)
+            for record in records:  # a record of one entry is not split further: refused before sending
+                if record.count == 1 and len(record.value) > self._max_message_bytes:
+                    raise EntryTooLarge(record.first - first, len(record.value), self._max_message_bytes)
             delivery = BatchDelivery(
                 self.topic, first, len(entries), len(records), self._chain, asyncio.get_running_loop()
             )

@@ -133,6 +133,7 @@ class PipelineOperator:
             commit_log=CommitLog(topic=self.host.topics.log, end_offset=end),
             reader_done=runtime.flags.source_done,
             reader_error=runtime.flags.source_error,
+            reader_refused=runtime.flags.source_refused,
             reader={ns: reader_view(r) for ns, r in sorted(runtime.readers.items())},
             writers={n: writer_view(s, end) for n, s in sorted(runtime.slots.items())},
         )
