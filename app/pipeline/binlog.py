@@ -17,6 +17,7 @@ deleted in between is deleted again; without the replay it would stay in the tar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -110,18 +111,27 @@ class ResumePlan:
 
 
 def resume_plan(namespaces: Iterable[str], resume: Mapping[str, ReaderState]) -> ResumePlan:
-    """The stream starts at the lowest position any namespace stored (each skips its own past)."""
+    """Where the stream starts (each namespace then skips its own past): at the highest position a
+    streaming namespace stored, or lower where a snapshot not finished yet began.
+
+    Entries are confirmed in stream order, so every row before the highest stored position is in
+    the commit log, whichever table it belongs to: a table with no changes since keeps an old
+    position, and starting from the lowest re-read the whole binlog since the first snapshot after
+    every restart (and failed once the server had purged that file)."""
     seen: dict[str, BinlogPosition] = {}
     to_copy = []
     for namespace in namespaces:
         state = resume.get(namespace, ReaderState())
         if state.mode is Mode.COPY:
             to_copy.append(namespace)
+    streamed: list[BinlogPosition] = []
+    copying: list[BinlogPosition] = []
     for namespace, state in resume.items():
         position = BinlogPosition.from_json(state.position.get("binlog"))
         if position is not None:
             seen[namespace] = position
-    start = min(seen.values(), default=None)
+            (copying if state.mode is Mode.COPY else streamed).append(position)
+    start = min([*copying, *([max(streamed)] if streamed else [])], default=None)
     if start is not None:
         start = BinlogPosition(start.file, start.group_start)  # streams start at a group boundary
     return ResumePlan(start, seen, tuple(to_copy))
@@ -329,6 +339,9 @@ class BinlogSource(Threaded):
 
     # -- stream -----------------------------------------------------------------------
     def _open_stream(self, start: BinlogPosition) -> None:
+        if self._stream is not None:  # a retry after a failure: its connections go first
+            with contextlib.suppress(Exception):  # a broken one may refuse to close again
+                self._stream.close()
         self._stream = BinLogStreamReader(
             connection_settings={
                 "host": self.target.host,

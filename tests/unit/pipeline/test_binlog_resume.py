@@ -114,3 +114,17 @@ def test_set_and_json_column_values_from_the_binlog_become_what_a_snapshot_reads
     assert row == {"id": 1, "tags": "blue,red", "empty": "", "doc": '{"a":["x",1,{"b":null}]}'}
     (record,) = encode_records([NewEntry(Message(Op.UPDATE, 0, "db.a", row), Mode.SYNC, {}, "1")], 0, 10**6)
     assert b"blue,red" in record.value
+
+
+def test_a_quiet_table_does_not_hold_the_stream_start_back() -> None:
+    """A table with no changes since its snapshot keeps the snapshot's position; the stream resumes
+    where the busiest table got to (every row before it is in the log), not from the snapshot's
+    binlog file, which the server may have purged. A snapshot not finished still starts it lower."""
+    quiet = ReaderState(Mode.SYNC, {"binlog": ["binlog.000001", 4, -1]}, 3)
+    busy = ReaderState(Mode.SYNC, {"binlog": ["binlog.000090", 800, 5]}, 9_000)
+    plan = resume_plan(NAMESPACES, {"db.a": quiet, "db.b": busy})
+    assert plan.start == BinlogPosition("binlog.000090", 800)
+    assert plan.seen["db.a"] == BinlogPosition("binlog.000001", 4, -1)  # its own past is still skipped
+    copying = ReaderState(Mode.COPY, {"binlog": ["binlog.000080", 120, -1], "pk": [17]}, 9_001)
+    plan = resume_plan(NAMESPACES, {"db.a": quiet, "db.b": busy, "db.c": copying})
+    assert plan.start == BinlogPosition("binlog.000080", 120)
