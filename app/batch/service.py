@@ -226,7 +226,7 @@ class BatchService:
         next pass finishes them, never records no header leads to."""
         store = self.store(partition)
         replay_intent(store)
-        yield store
+        yield _Deleting(store)
 
     # -- estimated -------------------------------------------------------------------------------
 
@@ -323,3 +323,16 @@ class BatchService:
             return []
         kind = "exact" if isinstance(batch, ExactBatch) else "estimated"
         return [Completion(kind, batch.batch_id, batch.user_key, now_ms())]
+
+
+class _Deleting:
+    """A partition store whose every delete is its own changelog record: crash point
+    `batch.table.delete` before each (reads and puts pass through)."""
+
+    def __init__(self, store: BatchStore) -> None:
+        self.store = store
+        self.get, self.put, self.scan = store.get, store.put, store.scan
+
+    def delete(self, key: bytes) -> None:
+        crash_point("batch.table.delete")
+        self.store.delete(key)

@@ -18,6 +18,7 @@ from app.batch.exact import ExactRules
 from app.batch.ids import GroupAcks
 from app.batch.model import sequence_key
 from app.batch.service import BatchService, now_ms
+from app.crashpoints import InjectedFault, armed
 from app.errors import ConfigError
 from app.settings import Settings
 from tests.unit.batch.conftest import MemoryStore
@@ -138,3 +139,41 @@ def test_ack_parts_keep_every_ack_in_order_and_touch_at_most_max_groups(
     assert [a for part in parts for a in part] == acks
     assert all(len({(a.batch_id, a.group_id) for a in part}) <= max_groups for part in parts)
     assert all(parts) or acks == []
+
+
+def test_a_reaper_pass_killed_at_any_delete_leaves_no_group_without_its_header() -> None:
+    """Expiry deletes straight from the partition (crash point `batch.table.delete` before each):
+    cut at every one of its deletes, what is left is whole batches or headers with some of their
+    groups, never a group whose header is gone, and the next pass removes the rest."""
+    service, table = serving_service()
+    batches = [service.create_exact(0, None) for _ in range(2)]
+    for batch in batches:
+        service.add_items(batch.batch_id, 3 * 4096, request_id=f"add-{batch.batch_id}")
+    before = dict(table.store.data)
+    deletes = sum(1 for key in before if not key.startswith(b"s/"))
+    for nth in range(1, deletes + 1):
+        table.store.data = dict(before)
+        with armed("batch.table.delete", nth=nth), pytest.raises(InjectedFault):
+            service.expire_exact(closed=False, not_updated_since_ms=now_ms() + 1)
+        headers = {key[len(b"x/") :] for key in table.store.data if key.startswith(b"x/")}
+        groups = {key.split(b"/")[1] for key in table.store.data if key.startswith(b"g/")}
+        assert groups <= headers, (nth, groups - headers)
+        removal = service.expire_exact(closed=False, not_updated_since_ms=now_ms() + 1)
+        assert removal.batches_removed == len(headers)
+        assert table.store.data.keys() <= {sequence_key(p) for p in range(PARTITIONS)}
+
+
+def test_an_ack_cut_between_its_parts_is_finished_by_its_redelivery() -> None:
+    """A crash after the second part's intent record (`batch.table.intent_written`): the first part
+    is applied, the second's intent is replayed by the next operation, and the redelivered ack
+    counts every item once."""
+    service, _ = serving_service()
+    batch = service.create_exact(0, None)
+    groups = [g for _ in range(3) for g in service.add_items(batch.batch_id, service.exact.max_items_per_add)]
+    acks = [GroupAcks(batch.batch_id, g.id, (0, 1)) for g in groups]
+    partition = service.exact_partition(batch.batch_id)
+    with armed("batch.table.intent_written", nth=2), pytest.raises(InjectedFault):
+        service.ack(partition, acks)
+    service.ack(partition, acks)  # the ack record delivered again
+    got = service.get_exact(batch.batch_id)
+    assert got.pending_items == got.total_items - 2 * len(groups)
