@@ -313,7 +313,7 @@ class PipelineRuntime:
         self, batch: list[NewEntry]
     ) -> tuple[list[NewEntry], Awaitable[list[int]] | None]:
         """Append the batch, less any entry larger than a commit-log record may be: each is
-        reported (the log and the status's events) and left out, and the rest appended; before,
+        logged, counted in the status (`source_refused`) and left out, and the rest appended; before,
         the append failed whole and the reader retried it for ever. None when nothing is left."""
         while batch:
             try:
@@ -321,11 +321,15 @@ class PipelineRuntime:
             except EntryTooLarge as exc:
                 entry = batch[exc.index]
                 self.flags.source_refused += 1
-                self.flags.events.append(
-                    f"reader: entry {entry.message.namespace}/{entry.doc_key} at {dict(entry.position)}"
-                    f" left out: {exc} (raise MAX_PAYLOAD_BYTES to carry it)"
+                log.error(
+                    "pipeline %s: reader: entry %s/%s at %s left out: %s (raise MAX_PAYLOAD_BYTES"
+                    " to carry it)",
+                    self.name,
+                    entry.message.namespace,
+                    entry.doc_key,
+                    dict(entry.position),
+                    exc,
                 )
-                log.error("pipeline %s: %s", self.name, self.flags.events[-1])
                 batch = batch[: exc.index] + batch[exc.index + 1 :]
         return batch, None
 
