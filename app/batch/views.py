@@ -168,12 +168,12 @@ class BatchApi:
         """Which table partitions this worker serves, and who serves the others. A partition
         assigned here is served once its recovery and any rebalance are over: until then a request
         for it answers 503, so it is not reported as served."""
-        owners = self.service.owner_urls()
         service = self.service
+        owners = service.owner_urls()
         return model_response(
             BatchStatus(
                 partitions_served=[p for p in sorted(service.ready) if service.serving(p)],
-                partitions=self.service.partitions,
+                partitions=service.partitions,
                 owners={str(p): u for p, u in sorted(owners.items())},
             )
         )
