@@ -16,3 +16,11 @@ def mysql(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
     conn = pymysql.connect(**stack.mysql.connect_args(autocommit=True))
     yield conn
     conn.close()
+
+
+@pytest.fixture
+def source(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
+    """The binlog tests' source: the project's own MariaDB, with a row-based binlog."""
+    conn = pymysql.connect(**stack.binlog_mysql.connect_args(autocommit=True))
+    yield conn
+    conn.close()

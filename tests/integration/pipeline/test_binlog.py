@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,6 @@ def throttle(message):
 COLUMNS = "id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(64), qty INT, price DECIMAL(8,2), at DATETIME(3)"
 Row = tuple[str, int, str, str]
 LATE_ARGS: dict[str, Any] = {}  # the source server, for a second connection
-
-
-@pytest.fixture
-def source(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
-    conn = pymysql.connect(**stack.binlog_mysql.connect_args(autocommit=True))
-    yield conn
-    conn.close()
 
 
 def _row(name: str, qty: Any, price: Any, at: Any) -> Row:

@@ -5,7 +5,6 @@ new one). Counted in the targets, a MariaDB table and a JSON-lines file, against
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,6 @@ pytestmark = pytest.mark.integration
 
 COLUMNS = "id INT PRIMARY KEY, tags SET('red', 'green', 'blue'), note VARCHAR(32)"
 Row = tuple[frozenset[str], str]
-
-
-@pytest.fixture
-def source(stack: Settings) -> Iterator[pymysql.connections.Connection[Any]]:
-    conn = pymysql.connect(**stack.binlog_mysql.connect_args(autocommit=True))
-    yield conn
-    conn.close()
 
 
 def _row(tags: Any, note: Any) -> Row:
