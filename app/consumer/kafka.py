@@ -55,6 +55,7 @@ from app.kafka.sequence import SequenceGuard
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal, header_map
+from app.subscription.state import forgettable
 
 __all__ = ["KeyedConsumer"]
 
@@ -166,6 +167,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
+            asyncio.create_task(self._forget_loop()),
         ]
         requests = in_own_thread(self._read_requests, name=f"requests-{self.member_id}")
         if self._store is not None:
@@ -354,6 +356,10 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             for tp in committed  # (none committed: read from the beginning, auto.offset.reset)
         )
         retry_from = {tp.partition: max(0, tp.offset) for tp in committed if tp.topic == s.retry_topic}
+        taken = {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in committed if tp.offset >= 0
+        }
+        self._call_in_loop(self._committed.update, taken)  # what a crash would re-read from
         self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
         if self._store is not None:
             # Storage partitions not read now are paused before anything of them is fetched.
@@ -850,6 +856,35 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             await asyncio.sleep(start - now)
 
     # -- event loop: periodic --------------------------------------------------------------------
+    async def _forget_loop(self) -> None:
+        """A key that failed once does not keep its state for ever: after each commit interval,
+        the states `forgettable` says decide nothing any more are dropped."""
+        while True:
+            await asyncio.sleep(self.settings.commit_interval_s)
+            try:
+                await self._forget_settled()
+            except HubstreamError as exc:  # the tombstone was not written; tried again next time
+                log.info("%s: a settled key state not forgotten: %s", self.member_id, exc)
+
+    async def _forget_settled(self) -> None:
+        """Drop the settled states of idle keys, judged against the offsets the broker took (a
+        crash re-reads MQ and RQ from there, nothing below)."""
+        busy = self._lanes.busy_keys
+        for p in list(self._owned):
+            retry = self._committed.get((self.settings.retry_topic, p))
+            rq_from = (0, retry[0]) if retry is not None else None
+            for key in self._states.keys_of(p):
+                state = self._states.get(p, key)  # now: an earlier drop awaited its tombstone
+                if state is None or (p, key) in busy or p not in self._owned:
+                    continue
+                idx = state.handled[0] if state.handled is not None else self.read_idx
+                main = self._committed.get((self.settings.source_topic(idx), p))
+                if main is None:
+                    continue
+                if forgettable(state, (idx, main[0]), rq_from):
+                    await self._states.drop(p, key)
+                    self.stats.forgotten += 1
+
     async def _to_commit(self) -> dict[TP, Commit]:
         out = {}
         for tp, tracker in self._trackers.items():

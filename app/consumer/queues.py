@@ -60,6 +60,19 @@ class KafkaStateLog:
     def get(self, partition: int, key: str) -> GroupState | None:
         return self._states.get(partition, {}).get(key)
 
+    def keys_of(self, partition: int) -> list[str]:
+        """The keys of the partition that have a state now (a copy: the caller may drop some)."""
+        return list(self._states.get(partition, {}))
+
+    async def drop(self, partition: int, key: str) -> None:
+        """Forget a key's state (see `forgettable`): gone from memory at once, so a record of the
+        key that starts meanwhile runs as for a key that never failed (which decides the same),
+        then a tombstone in `<name>-state`. Without the tombstone (a crash, a failed write) the
+        next owner loads the state, which decides the same as none."""
+        crash_point("consumer.state.forget")
+        self._states.get(partition, {}).pop(key, None)
+        await self.producer.send(self.settings.state_topic, partition, key.encode(), None)
+
     async def put(self, partition: int, key: str, state: GroupState) -> None:
         crash_point("consumer.state.write")
         value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})

@@ -24,6 +24,7 @@ class ConsumerStats:
     in_flight: int = 0
     max_in_flight: int = 0
     abandoned: int = 0  # handlers still running when their partition was revoked
+    forgotten: int = 0  # key states dropped once settled behind the commits
 
     def count(self, outcome: Outcome) -> None:
         if outcome is Outcome.DELIVERED:

@@ -23,6 +23,7 @@ __all__ = [
     "QueueState",
     "decide_main",
     "decide_retry",
+    "forgettable",
     "is_blocked",
     "on_dead_lettered",
     "on_delivered",
@@ -278,3 +279,20 @@ def on_unsidelined(
     for written in written_rq:
         new = _written_to_rq(new, written)
     return new
+
+
+def forgettable(state: GroupState, main_from: Position, rq_from: Position | None) -> bool:
+    """Whether dropping the group's state changes no later decision, so a group that failed once
+    does not keep a state for ever. `main_from` and `rq_from` are where reading MQ (in the storage
+    topic of the group's `handled` position) and RQ resumes after a crash: the committed offsets.
+
+    It must have nothing waiting in RQ (no pending copy, no retry head) and never have
+    dead-lettered: its DLQ consumption mark is what tells a replay which dead letters are resolved.
+    Its two marks must be behind the committed offsets: a crash re-reads MQ and RQ only from there,
+    so no record it would skip (`handled`, `rq.c`) can come again. What remains decides nothing:
+    without a state, the group's later records are delivered exactly as with it."""
+    if state.dlq.p is not None or state.rq.pending or state.retry_head is not None or state.rq_late:
+        return False
+    if state.handled is not None and not state.handled < main_from:
+        return False
+    return state.rq.c is None or (rq_from is not None and state.rq.c.internal < rq_from)

@@ -72,6 +72,7 @@ POINTS = [
     "consumer.state.write:4",
     "consumer.offsets.commit:2",
     "consumer.dlq.mark:1",
+    "consumer.state.forget:2",
 ]
 
 

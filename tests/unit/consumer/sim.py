@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.consumer.engine import KEY_HEADER, Engine, Record, Work
@@ -20,6 +21,7 @@ from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError,
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished
 from app.subscription.records import decode_internal
+from app.subscription.state import GroupState, forgettable
 
 OK, RETRY, FATAL = "ok", "retry", "fatal"
 TOPIC = "orders"
@@ -49,6 +51,10 @@ class World:
     mark: DlqMark = field(default_factory=lambda: DlqMark(0))  # the live incarnation's
     handled: list[tuple[str, int]] = field(default_factory=list)  # successful handler calls
     crashes: int = 0
+    # After each commit, drop the states of idle keys by this rule (the adapter's: `forgettable`
+    # with the committed offsets); None: keep every state
+    forget: Callable[[GroupState, int, int], bool] | None = None
+    forgotten: int = 0
 
     def point(self) -> None:
         self.hits += 1
@@ -166,6 +172,25 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
             world.progress = {source: tracker.progress() for source, tracker in trackers.items()}
         if adopt and world.mark.mark is not None:
             world.dlq_from = max(world.dlq_from, world.mark.mark)
+        if world.forget is not None:
+            _forget(world, lanes)
+
+
+def committed_rule(state: GroupState, committed_main: int, committed_retry: int) -> bool:
+    """The adapter's rule, with the committed offsets of the simulated partition."""
+    return forgettable(state, (0, committed_main), (0, committed_retry))
+
+
+def _forget(world: World, lanes: KeyLanes[str, tuple[str, Work]]) -> None:
+    busy = lanes.busy_keys
+    states = world.states.states
+    for (partition, key), state in list(states.items()):
+        if key in busy or world.forget is None:
+            continue
+        if world.forget(state, world.committed_main, world.committed_retry):
+            world.point()  # consumer.state.forget: before the tombstone
+            del states[(partition, key)]
+            world.forgotten += 1
 
 
 def _work(world: World, source: str, offset: int) -> Work:
