@@ -269,9 +269,22 @@ class BinlogSource(Threaded):
                 (schema, table),
             )
             if not rows:
-                raise InvalidDefinition(f"{namespace}: binlog capture needs a primary key")
+                raise InvalidDefinition(
+                    f"{namespace}: binlog capture needs a primary key (a table dropped or renamed"
+                    " since these rows were written has none now: set binlog_row_metadata=FULL on"
+                    " the server, and the binlog itself gives each row's key)"
+                )
             self._primary_keys[namespace] = tuple(r["COLUMN_NAME"] for r in rows)
         return self._primary_keys[namespace]
+
+    def _row_key(self, event: Any, namespace: str) -> tuple[str, ...]:
+        """The primary key of a rows event's table as the binlog itself records it (the server's
+        binlog_row_metadata=FULL): right for rows written before the table was altered, renamed or
+        dropped, which a restart replays. Without it, the table's primary key now."""
+        given = getattr(event, "primary_key", "")
+        if given:
+            return (given,) if isinstance(given, str) else tuple(given)
+        return self._primary_key(namespace)
 
     def _server_position(self) -> BinlogPosition:
         rows = self._query("SHOW MASTER STATUS")
@@ -398,7 +411,7 @@ class BinlogSource(Threaded):
             return []
         file, start = self._group
         ts = int(event.timestamp) * 1000
-        pk = self._primary_key(namespace)
+        pk = self._row_key(event, namespace)
         position = BinlogPosition(file, start, first)
         if isinstance(event, WriteRowsEvent):
             after = [json_row(row["values"]) for row in rows]
