@@ -1,8 +1,9 @@
 """Binlog capture replaying rows of tables that were dropped or renamed since: a pipeline stopped,
 rows written to captured tables, one table dropped and one renamed, the pipeline started again.
 The rows are replayed from the binlog with the primary key the binlog itself records for them, and
-the renamed table, a new name that matches, is copied and streamed (the old code asked the server for the key of a table that no longer exists, and the reader stopped
-there: no later row of any table reached the target)."""
+the renamed table, a new name that matches, is copied and streamed. The old code asked the server
+for the key of a table that no longer exists, and the reader stopped there: no later row of any
+table reached the target."""
 
 from __future__ import annotations
 
