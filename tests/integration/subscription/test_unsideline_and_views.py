@@ -136,7 +136,14 @@ async def test_views_then_unsideline_replays_in_group_order(
         reasons = [(int(str(e["payload"]).split(":")[1]), e["reason"]) for e in dlq]
         replay_failed = [seq for seq, reason in reasons if reason == "replay-failed"]
         assert replay_failed == [broken_seq]  # back in DLQ once, behind its first failure
-        await asyncio.sleep(3)  # nothing loops: the broken message was tried exactly once more
+
+        async def rq_drained() -> bool:
+            status, lag = await get(f"/{sub.name}/lag")
+            return status == 200 and all(s["rqLag"] == 0 for s in lag["shards"])
+
+        # Nothing loops: once every retry copy was consumed (a replay sent round again would be
+        # one), the broken message was tried exactly once more.
+        await _until(rq_drained, 30, "the retry topic consumed to its end")
         assert endpoint.seq_attempts[broken_seq] == attempts_before + 1
     assert endpoint.delivered[broken_group] == produced[broken_group][:7]
     for g in groups:
