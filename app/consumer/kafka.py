@@ -55,7 +55,7 @@ from app.kafka.sequence import SequenceGuard
 from app.subscription.errors import UndecodableMessage
 from app.subscription.orphans import Copy, Queue
 from app.subscription.records import decode_internal, header_map
-from app.subscription.state import forgettable
+from app.subscription.state import forgettable, settled
 
 __all__ = ["KeyedConsumer"]
 
@@ -873,9 +873,12 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         for p in list(self._owned):
             retry = self._committed.get((self.settings.retry_topic, p))
             rq_from = (0, retry[0]) if retry is not None else None
-            for key in self._states.keys_of(p):
+            for key in self._states.to_check(p):
                 state = self._states.get(p, key)  # now: an earlier drop awaited its tombstone
-                if state is None or (p, key) in busy or p not in self._owned:
+                if p not in self._owned or (p, key) in busy:
+                    continue
+                if state is None or not settled(state):
+                    self._states.checked(p, key)  # until its next write
                     continue
                 idx = state.handled[0] if state.handled is not None else self.read_idx
                 main = self._committed.get((self.settings.source_topic(idx), p))

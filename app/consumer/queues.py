@@ -28,6 +28,8 @@ class KafkaStateLog:
         self.settings = settings
         self.producer = producer
         self._states: dict[int, dict[str, GroupState]] = {}
+        # Keys whose state may become forgettable: written or loaded since last judged unsettled.
+        self._to_check: dict[int, set[str]] = {}
         self.dlq_from: dict[int, int] = {}  # the DLQ mark in `<name>-state`, as loaded or written
         self.dlq_marks: dict[int, DlqMark] = {}  # the owned DLQ partitions' marks, as they move
 
@@ -49,20 +51,28 @@ class KafkaStateLog:
                 continue
             loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
         self._states.update(loaded)
+        self._to_check.update((p, set(states)) for p, states in loaded.items())
         self.dlq_from.update(marks)
 
     def forget(self, partitions: set[int]) -> None:
         for p in partitions:
             self._states.pop(p, None)
+            self._to_check.pop(p, None)
             self.dlq_from.pop(p, None)
             self.dlq_marks.pop(p, None)
 
     def get(self, partition: int, key: str) -> GroupState | None:
         return self._states.get(partition, {}).get(key)
 
-    def keys_of(self, partition: int) -> list[str]:
-        """The keys of the partition that have a state now (a copy: the caller may drop some)."""
-        return list(self._states.get(partition, {}))
+    def to_check(self, partition: int) -> list[str]:
+        """The partition's keys whose state may be forgettable: written or loaded since `checked`
+        (a copy: the caller may drop some). A scan of every state each interval would cost in
+        proportion to the keys with dead letters, which keep their states."""
+        return list(self._to_check.get(partition, ()))
+
+    def checked(self, partition: int, key: str) -> None:
+        """The key's state cannot be forgotten until it changes (`settled` is false)."""
+        self._to_check.get(partition, set()).discard(key)
 
     async def drop(self, partition: int, key: str) -> None:
         """Forget a key's state (see `forgettable`): gone from memory at once, so a record of the
@@ -71,6 +81,7 @@ class KafkaStateLog:
         next owner loads the state, which decides the same as none."""
         crash_point("consumer.state.forget")
         self._states.get(partition, {}).pop(key, None)
+        self.checked(partition, key)
         await self.producer.send(self.settings.state_topic, partition, key.encode(), None)
 
     async def put(self, partition: int, key: str, state: GroupState) -> None:
@@ -78,6 +89,7 @@ class KafkaStateLog:
         value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
         await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
         self._states.setdefault(partition, {})[key] = state
+        self._to_check.setdefault(partition, set()).add(key)
         mark = self.dlq_marks.get(partition)
         if mark is not None and state.dlq.p is not None:
             mark.recorded(state.dlq.p.internal_topic_offset)

@@ -30,6 +30,7 @@ __all__ = [
     "on_sidelined",
     "on_skipped",
     "on_unsidelined",
+    "settled",
 ]
 
 Position = tuple[int, int]
@@ -281,6 +282,12 @@ def on_unsidelined(
     return new
 
 
+def settled(state: GroupState) -> bool:
+    """Nothing of the group waits in RQ and it never dead-lettered: only the committed offsets may
+    still hold its state (`forgettable`). False stays false until the state changes."""
+    return state.dlq.p is None and not state.rq.pending and state.retry_head is None and not state.rq_late
+
+
 def forgettable(state: GroupState, main_from: Position, rq_from: Position | None) -> bool:
     """Whether dropping the group's state changes no later decision, so a group that failed once
     does not keep a state for ever. `main_from` and `rq_from` are where reading MQ (in the storage
@@ -291,7 +298,7 @@ def forgettable(state: GroupState, main_from: Position, rq_from: Position | None
     Its two marks must be behind the committed offsets: a crash re-reads MQ and RQ only from there,
     so no record it would skip (`handled`, `rq.c`) can come again. What remains decides nothing:
     without a state, the group's later records are delivered exactly as with it."""
-    if state.dlq.p is not None or state.rq.pending or state.retry_head is not None or state.rq_late:
+    if not settled(state):
         return False
     if state.handled is not None and not state.handled < main_from:
         return False

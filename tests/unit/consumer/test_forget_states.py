@@ -120,3 +120,40 @@ def test_a_state_is_kept_while_anything_of_its_group_may_come_again() -> None:
     dead = on_dead_lettered(failed, (0, 5), MessageState.at((0, 5), (0, 0)), MessageState.at((0, 5), (0, 3)))
     assert not dead.rq.pending and dead.retry_head is None
     assert not forgettable(dead, (0, 99), (0, 99))  # a replay needs its DLQ consumption mark
+
+
+class _Sent:
+    """An AsyncProducer that keeps what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, int, bytes | None, bytes | None]] = []
+
+    async def send(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        self.records.append((topic, partition, key, value))
+
+
+def test_the_state_log_rechecks_only_keys_written_since_they_were_judged_unsettled() -> None:
+    import asyncio
+
+    from app.consumer.queues import KafkaStateLog
+    from tests.unit.consumer.sim import settings
+
+    sent = _Sent()
+    states = KafkaStateLog(settings(OnDlq.BLOCK_GROUP), sent)  # type: ignore[arg-type]
+    failed = on_sidelined(None, (0, 5), MessageState.at((0, 5), (0, 3)), failed=True)
+    recovered = on_delivered(failed, (0, 5), MessageState.at((0, 5), (0, 3)))
+    assert recovered is not None
+
+    async def scenario() -> None:
+        await states.put(0, "a", failed)
+        await states.put(0, "b", recovered)
+        assert sorted(states.to_check(0)) == ["a", "b"]
+        states.checked(0, "a")  # "a" waits in RQ: not looked at again until its next write
+        assert states.to_check(0) == ["b"]
+        await states.drop(0, "b")
+        assert states.get(0, "b") is None and states.to_check(0) == []
+        await states.put(0, "a", recovered)
+        assert states.to_check(0) == ["a"]
+
+    asyncio.run(scenario())
+    assert sent.records[-2] == ("sim-state", 0, b"b", None)  # the tombstone
