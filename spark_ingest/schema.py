@@ -74,7 +74,7 @@ def csv_record(record: dict[str, Any]) -> dict[str, Any]:
     weight = converted.get("weight")
     if isinstance(weight, str):
         text = weight.strip()
-        if text.lstrip("-").isdigit():
+        if text.lstrip("-").isascii() and text.lstrip("-").isdigit():  # "²" is a digit int() refuses
             converted["weight"] = int(text)
     bundleable = converted.get("bundleable")
     if bundleable is None or bundleable == "":

@@ -69,6 +69,14 @@ def test_csv_cells_are_converted_before_validation() -> None:
     assert "bundleable" not in csv_record({**ROW, "bundleable": ""})
 
 
+@pytest.mark.parametrize("cell", ["\u00b2", "-\u00b9", "\u0663", "1\u00b2"])
+def test_a_weight_of_non_ascii_digits_is_a_rejected_row_not_a_failed_task(cell: str) -> None:
+    """`"²".isdigit()` is true and `int("²")` raises ValueError: the task failed, Spark retried it
+    and the whole job aborted on one cell."""
+    with pytest.raises(InvalidInput, match="weight"):
+        validate_row(csv_record({**ROW, "weight": cell}), SOURCE)
+
+
 def test_missing_columns() -> None:
     assert missing_columns(["recipient", "origin", "weight", "key"]) == ["message_type"]
     assert missing_columns([*ROW]) == []
