@@ -72,7 +72,8 @@ def produce(name: str, path: Path) -> None:
     from app.cli.common import run_guarded
 
     def body() -> None:
-        records = read_produce_file(path, get_settings().max_group_id_bytes)
+        settings = get_settings()
+        records = read_produce_file(path, settings.max_group_id_bytes, settings.max_payload_bytes)
         with (
             CompositeProducer(get_settings(), name) as producer,
             Progress(

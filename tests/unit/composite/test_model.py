@@ -99,13 +99,18 @@ def test_produce_file_is_validated_whole(tmp_path: pytest.TempPathFactory) -> No
 
     path = Path(str(tmp_path)) / "in.jsonl"
     path.write_text('{"group_id": "a", "payload": 1}\n\n{"group_id": "b", "payload": {"x": 2}}\n')
-    assert read_produce_file(path, 16) == [("a", 1), ("b", {"x": 2})]
+    assert read_produce_file(path, 16, 100) == [("a", b"1"), ("b", b'{"x":2}')]
     path.write_text('{"group_id": "a", "payload": 1}\nnot json\n')
     with pytest.raises(InvalidInput, match=":2: invalid JSON"):
-        read_produce_file(path, 16)
+        read_produce_file(path, 16, 100)
     path.write_text('{"group_id": "", "payload": 1}\n')
     with pytest.raises(InvalidInput, match=":1: group_id"):
-        read_produce_file(path, 16)
+        read_produce_file(path, 16, 100)
     path.write_text('{"payload": 1}\n')
     with pytest.raises(InvalidInput, match="expected an object"):
-        read_produce_file(path, 16)
+        read_produce_file(path, 16, 100)
+    # A payload over the limit on a later line: the lines before it were sent, then the command
+    # failed (a re-run duplicated them); now nothing is sent.
+    path.write_text('{"group_id": "a", "payload": 1}\n{"group_id": "b", "payload": "%s"}\n' % ("x" * 101))
+    with pytest.raises(InvalidInput, match=":2: payload of 101 bytes exceeds MAX_PAYLOAD_BYTES=100"):
+        read_produce_file(path, 16, 100)
