@@ -72,5 +72,17 @@ class Cache:
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
+    def put_loaded(
+        self, category: str, stream: str, entry: CacheEntry, started_from: CacheEntry | None
+    ) -> None:
+        """A load's result, where the load began from `started_from` (the entry it found, or None).
+        Something stored meanwhile (a write's state, another load) is kept unless the load reached
+        a higher version: versions alone cannot order entries of equal version (RollingState's
+        never moves), and a write that landed while the load was in flight is the newer."""
+        current = self._entries.get((category, stream))
+        if current is not None and current is not started_from and current.version >= entry.version:
+            return
+        self.put(category, stream, entry)
+
     def invalidate(self, category: str, stream: str) -> None:
         self._entries.pop((category, stream), None)

@@ -166,7 +166,7 @@ class CategoryStore(Generic[C, S, E]):
             return cached
         entry = await self._load(stream, cached)
         if self._cache is not None:
-            self._cache.put(self.name, stream, entry)
+            self._cache.put_loaded(self.name, stream, entry, cached)
         return entry
 
     def _now(self) -> float:

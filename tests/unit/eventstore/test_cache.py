@@ -52,3 +52,51 @@ def test_an_older_version_never_replaces_a_newer_one_and_categories_do_not_mix()
 def test_bad_bounds_are_refused(max_entries: int, ttl_s: float) -> None:
     with pytest.raises(ValueError):
         Cache(max_entries=max_entries, ttl_s=ttl_s)
+
+
+def test_a_slow_load_never_replaces_what_a_write_cached_meanwhile() -> None:
+    """RollingState's version never moves, so the version guard alone let a load that read the tip
+    before a write land its older state over the write's: stale reads and `assume_cached`
+    decisions then saw Count(1) after Count(2) was written."""
+    import asyncio
+    from dataclasses import dataclass
+
+    from app.eventstore import Codec, Decider, EventStore, MemoryStreamStorage, RollingState
+
+    @dataclass(frozen=True)
+    class Count:
+        n: int
+
+    class Delayed(MemoryStreamStorage):
+        """The next tip read answers only once `gate` is set (its body read before the write)."""
+
+        gate: asyncio.Event | None = None
+
+        async def read_tip(self, stream, known):  # type: ignore[no-untyped-def]
+            tip = await super().read_tip(stream, known)
+            gate, self.gate = self.gate, None
+            if gate is not None:
+                await gate.wait()
+            return tip
+
+    async def scenario() -> None:
+        storage, cache = Delayed(), Cache()
+        decider = Decider(
+            initial=Count(0), evolve=lambda s, e: e, unfold=lambda s: [s], is_origin=lambda e: True
+        )
+        category = EventStore(storage).category(
+            "C", decider, Codec(Count), access=RollingState(), cache=cache
+        )
+        await category.decide("s", lambda s: (None, [Count(1)]))
+        gate = storage.gate = asyncio.Event()
+        slow = asyncio.create_task(category.load("s"))
+        await asyncio.sleep(0)  # the slow load has read Count(1)
+        await category.decide("s", lambda s: (None, [Count(2)]))
+        gate.set()
+        await slow
+        entry = cache.get("C", "s")
+        assert entry is not None and entry.state == Count(2)
+        assert (await category.load("s", allow_stale_s=60)).state == Count(2)
+        assert await category.decide("s", lambda s: (s, []), assume_cached=True) == Count(2)
+
+    asyncio.run(scenario())
