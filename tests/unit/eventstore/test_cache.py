@@ -81,7 +81,7 @@ def test_a_slow_load_never_replaces_what_a_write_cached_meanwhile() -> None:
 
     async def scenario() -> None:
         storage, cache = Delayed(), Cache()
-        decider = Decider(
+        decider: Decider[None, Count, Count] = Decider(
             initial=Count(0), evolve=lambda s, e: e, unfold=lambda s: [s], is_origin=lambda e: True
         )
         category = EventStore(storage).category(
