@@ -101,13 +101,17 @@ class CompositeTopic:
         topic = self.current
         return topic.name, topic.route(group_hash(group_id))
 
-    def add_storage_topic(self, partitions: int) -> CompositeTopic:
-        """AddStorageTopic: append a topic; K per the seed; the produce pointer does not move."""
+    def add_storage_topic(self, partitions: int, k: int | None = None) -> CompositeTopic:
+        """AddStorageTopic: append a topic; K per the seed unless given (a subscription's retry or
+        dead-letter topic routing exactly like a main storage topic); the produce pointer does not
+        move."""
         check_partition_count(partitions)
+        if k is None:
+            k = next_k(self.storage_topics[-1], partitions)
+        elif k < 1 or partitions % k:
+            raise InvalidInput(f"K={k} must be at least 1 and divide the {partitions} partitions")
         index = len(self.storage_topics)
-        new = StorageTopic(
-            storage_topic_name(self.name, index), partitions, next_k(self.storage_topics[-1], partitions)
-        )
+        new = StorageTopic(storage_topic_name(self.name, index), partitions, k)
         return replace(self, storage_topics=(*self.storage_topics, new), version=self.version + 1)
 
     def switch_produce(self) -> CompositeTopic:

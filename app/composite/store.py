@@ -89,8 +89,8 @@ class MetadataStore:
             raise CompositeTopicExists(f"composite topic {name!r} already exists")
         return self.put(topic)
 
-    def add_storage_topic(self, name: str, partitions: int) -> CompositeTopic:
-        return self.put(self.get(name).add_storage_topic(partitions))
+    def add_storage_topic(self, name: str, partitions: int, k: int | None = None) -> CompositeTopic:
+        return self.put(self.get(name).add_storage_topic(partitions, k))
 
     def switch_produce(self, name: str) -> CompositeTopic:
         return self.put(self.get(name).switch_produce())

@@ -205,20 +205,22 @@ def change_shards(
         (sub.dlq_topic, plan.new_dlq_partitions),
     ):
         if partitions is not None:
-            _produce_to_new_storage(metadata, topic_name, partitions)
+            _produce_to_new_storage(metadata, topic_name, partitions, plan.k)
     status = Status.RUNNING if was_running else Status.STOPPED
     return registry.put(
         sub.bump(shard_count=shard_count, epoch=sub.epoch + 1, status=status, resume_after_change=False)
     )
 
 
-def _produce_to_new_storage(metadata: MetadataStore, topic_name: str, partitions: int) -> None:
-    """Add a storage topic of `partitions` and switch producing to it. A storage topic a cut run
-    added and never switched to (still empty: nothing produces there) is switched to, not added again."""
+def _produce_to_new_storage(metadata: MetadataStore, topic_name: str, partitions: int, k: int) -> None:
+    """Add a storage topic of `partitions` and K `k` (an MQ storage topic's: it routes like it) and
+    switch producing to it. A storage topic a cut run added and never switched to (still empty:
+    nothing produces there) is switched to, not added again."""
     topic = metadata.get(topic_name)
     added_before = topic.produce_pointer < len(topic.storage_topics) - 1
-    if not (added_before and topic.storage_topics[-1].partitions == partitions):
-        topic = metadata.add_storage_topic(topic_name, partitions)
+    last = topic.storage_topics[-1]
+    if not (added_before and (last.partitions, last.k) == (partitions, k)):
+        topic = metadata.add_storage_topic(topic_name, partitions, k)
     while topic.produce_pointer < len(topic.storage_topics) - 1:
         topic = metadata.switch_produce(topic_name)
 

@@ -39,6 +39,7 @@ class ShardChangePlan:
     shard_count: int
     new_rq_partitions: int | None  # a new RQ storage topic with this many partitions, or None
     new_dlq_partitions: int | None
+    k: int = 1  # of the new RQ/DLQ storage topics: the MQ storage topic's they route like
 
 
 def slot_of(subscription: str, shard_id: int, slots: int) -> int:
@@ -124,20 +125,22 @@ def plan_shard_change(
     if new_shard_count < 1:
         raise InvalidSubscription("shard count must be >= 1")
     check_shardable(mq, new_shard_count, mq_from_idx)
-    target = mq.storage_topics[mq_from_idx].partitions
+    target = mq.storage_topics[mq_from_idx]
 
     def routes_like_mq(internal: StorageTopic) -> bool:
-        # RQ/DLQ storage topics are created with an MQ storage topic's partition count, so they
-        # route like it; a chain from there to the MQ topic being read keeps groups in their shard.
+        # A topic routes by its partition count and K together: an RQ/DLQ storage topic with an MQ
+        # storage topic's (P, K) routes every group like it, and a chain from there to the MQ topic
+        # being read keeps groups in their shard. (The same P with another K does not.)
         for j in range(mq_from_idx, -1, -1):
-            if mq.storage_topics[j].partitions == internal.partitions:
+            main = mq.storage_topics[j]
+            if (main.partitions, main.k) == (internal.partitions, internal.k):
                 return chain_keeps_shards(mq, new_shard_count, j, mq_from_idx)
         return False
 
     def need(topic: CompositeTopic) -> int | None:
-        return None if routes_like_mq(topic.current) else target
+        return None if routes_like_mq(topic.current) else target.partitions
 
-    return ShardChangePlan(new_shard_count, need(rq), need(dlq))
+    return ShardChangePlan(new_shard_count, need(rq), need(dlq), target.k)
 
 
 def chain_keeps_shards(topic: CompositeTopic, shard_count: int, from_idx: int, upto_idx: int) -> bool:

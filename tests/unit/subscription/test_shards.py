@@ -160,3 +160,63 @@ def test_scaling_4_12_24_with_3_shards_is_refused_from_the_second_topic() -> Non
     with pytest.raises(InvalidSubscription, match="base partition count 4"):
         check_shardable(topic, 3, from_idx=1)
     check_shardable(topic, 2)  # 2 divides the base: every group keeps its shard
+
+
+def _applied(internal: CompositeTopic, partitions: int | None, k: int) -> CompositeTopic:
+    """The RQ/DLQ composite topic after change-shards applied its plan."""
+    return internal if partitions is None else internal.add_storage_topic(partitions, k).switch_produce()
+
+
+GROUPS = [f"g{i}" for i in range(200)]
+
+
+@pytest.mark.parametrize(
+    ("mq", "rq_partitions", "shards"),
+    [
+        (CompositeTopic.create("m", 3).add_storage_topic(4).add_storage_topic(8), 3, 2),  # K 1, 1, 2
+        (CompositeTopic.create("m", 4).add_storage_topic(2).add_storage_topic(4), 4, 2),  # K 1, 1, 2
+    ],
+)
+def test_new_retry_topics_route_like_the_main_topic_with_its_k(
+    mq: CompositeTopic, rq_partitions: int, shards: int
+) -> None:
+    """An RQ storage topic with the MQ topic's partition count but another K routes groups
+    elsewhere: about half of them had their retries owned by another shard than their messages."""
+    rq = CompositeTopic.create("r", rq_partitions)
+    last = len(mq.storage_topics) - 1
+    plan = plan_shard_change(mq, rq, rq, shards, mq_from_idx=last)
+    assert plan.new_rq_partitions is not None
+    rq = _applied(rq, plan.new_rq_partitions, plan.k)
+    main = mq.storage_topics[last]
+    moved = [g for g in GROUPS if shard_of_group(g, main, shards) != shard_of_group(g, rq.current, shards)]
+    assert not moved, f"{len(moved)} of {len(GROUPS)} groups' retries go to another shard"
+
+
+def test_every_plan_keeps_retries_in_their_groups_shard_for_small_chains() -> None:
+    """Every MQ chain of up to three storage topics of 1-8 partitions (K by the seed's rule), every
+    RQ topic of those counts, every shard count 1-4 that the chain allows: once the plan is applied,
+    each group's RQ partition is in the shard of its MQ partition in every MQ topic still read."""
+    counts = (1, 2, 3, 4, 6, 8)
+    checked = 0
+    for length in (1, 2, 3):
+        for chain in itertools.product(counts, repeat=length):
+            mq = CompositeTopic.create("m", chain[0])
+            for p in chain[1:]:
+                mq = mq.add_storage_topic(p)
+            for rq_partitions, shards in itertools.product(counts, (1, 2, 3, 4)):
+                rq = CompositeTopic.create("r", rq_partitions)
+                from_idx = length - 1
+                try:
+                    plan = plan_shard_change(mq, rq, rq, shards, mq_from_idx=from_idx)
+                except InvalidSubscription:
+                    continue
+                rq = _applied(rq, plan.new_rq_partitions, plan.k)
+                for main in mq.storage_topics[from_idx:]:
+                    for g in GROUPS[:50]:
+                        assert shard_of_group(g, main, shards) == shard_of_group(g, rq.current, shards), (
+                            chain,
+                            rq_partitions,
+                            shards,
+                        )
+                checked += 1
+    assert checked > 500
