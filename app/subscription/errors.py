@@ -8,6 +8,7 @@ __all__ = [
     "DeliveryFailed",
     "EndpointRejected",
     "EndpointUnavailable",
+    "InternalTopicTaken",
     "InvalidSubscription",
     "NotAttempted",
     "SubscriptionExists",
@@ -27,6 +28,11 @@ class UnknownSubscription(NotFound):
 
 class SubscriptionExists(ConflictError):
     """A subscription by that name already exists."""
+
+
+class InternalTopicTaken(ConflictError):
+    """The composite topic a new subscription's RQ or DLQ would be exists and holds records (kept
+    by an earlier subscription of the name, or a topic of the user's)."""
 
 
 class SubscriptionNotStopped(ConflictError):

@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from app.composite.errors import UnknownCompositeTopic
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
@@ -18,7 +19,12 @@ from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.consuming import offset_client
 from app.kafka.reading import read_from
-from app.subscription.errors import InvalidSubscription, SubscriptionExists, UndecodableMessage
+from app.subscription.errors import (
+    InternalTopicTaken,
+    InvalidSubscription,
+    SubscriptionExists,
+    UndecodableMessage,
+)
 from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
 from app.subscription.records import decode_internal
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
@@ -66,9 +72,30 @@ def create(
     )
     # RQ/DLQ start with T0's partition count, so their routing stays shard-consistent with MQ.
     partitions = sub.internal_partitions(mq.storage_topics[0].partitions)
+    for internal in (sub.rq_topic, sub.dlq_topic):
+        _check_untaken(metadata, internal, partitions)
     metadata.create(sub.rq_topic, partitions, exist_ok=True)
     metadata.create(sub.dlq_topic, partitions, exist_ok=True)
     return registry.put(sub.bump(status=Status.RUNNING if start else Status.STOPPED))
+
+
+def _check_untaken(metadata: MetadataStore, name: str, partitions: int) -> None:
+    """An RQ/DLQ composite topic that exists already is taken over only as a create cut after
+    writing it left it: one storage topic of the partitions it would get, without a record.
+    Anything else (kept by `delete --keep-topics`, or a topic of the user's) holds records the new
+    subscription would read as its own (its consumer group has no commits) and, on delete, delete."""
+    try:
+        topic = metadata.get(name)
+    except UnknownCompositeTopic:
+        return
+    routing = [(s.partitions, s.k) for s in topic.storage_topics]
+    if routing == [(partitions, 1)] and not any(true_end_offsets(metadata.bootstrap, topic.partitions)):
+        return
+    raise InternalTopicTaken(
+        f"composite topic {name!r} exists and holds records or another layout (kept by an earlier "
+        "subscription of this name, or a topic of yours): a new subscription would take its "
+        "records as its own; choose another subscription name"
+    )
 
 
 def set_status(registry: SubscriptionRegistry, name: str, status: Status) -> Subscription:

@@ -21,6 +21,7 @@ from app.composite.store import MetadataStore
 from app.errors import NotFound
 from app.settings import Settings
 from app.subscription import ops
+from app.subscription.errors import InternalTopicTaken
 from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import Recorder, running_shards, wait_until
@@ -57,6 +58,29 @@ def test_subscription_create_cut_at_its_registry_write(
             registry.get(name)
         sub = ops.create(registry, metadata, name, f"adm-{unique}", EndpointSpec("callable", "rec"))
         assert registry.get(name) == sub
+    finally:
+        registry.close()
+
+
+def test_a_subscription_is_not_created_over_retry_or_dead_letter_topics_holding_records(
+    stack: Settings, metadata: MetadataStore, unique: str
+) -> None:
+    """A user's own `<name>-dlq` with records (or one kept by `delete --keep-topics`): the new
+    subscription took it over, read its records as its own and deleted it with itself."""
+    topic, name = f"adm-t-{unique}", f"adm-t-sub-{unique}"
+    metadata.create(topic, 2)
+    metadata.create(f"{name}-dlq", 2)
+    with CompositeProducer(stack, f"{name}-dlq", store=metadata) as producer:
+        producer.produce("g", "someone else's record")
+    registry = SubscriptionRegistry(
+        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
+    try:
+        with pytest.raises(InternalTopicTaken, match=f"{name}-dlq"):
+            ops.create(registry, metadata, name, topic, EndpointSpec("callable", "rec"))
+        with pytest.raises(NotFound):
+            registry.get(name)
+        assert f"{name}-dlq" in metadata.refresh()
     finally:
         registry.close()
 
