@@ -80,6 +80,10 @@ class CompositeTopic:
     storage_topics: tuple[StorageTopic, ...]
     produce_pointer: int = 0
     version: int = 0
+    # When the produce pointer last moved (epoch ms; 0: never, or before this was recorded).
+    # Producers may write the storage topic it left until they refresh the definition, so a
+    # reader starting up leaves a drained storage topic only once a grace has passed since.
+    switched_at_ms: int = 0
 
     @classmethod
     def create(cls, name: str, partitions: int) -> CompositeTopic:
@@ -114,10 +118,16 @@ class CompositeTopic:
         new = StorageTopic(storage_topic_name(self.name, index), partitions, k)
         return replace(self, storage_topics=(*self.storage_topics, new), version=self.version + 1)
 
-    def switch_produce(self) -> CompositeTopic:
-        """SwitchProduce: move to the next storage topic; stay put at the last one."""
+    def switch_produce(self, now_ms: int = 0) -> CompositeTopic:
+        """SwitchProduce: move to the next storage topic (at `now_ms`); stay put at the last one."""
         pointer = min(self.produce_pointer + 1, len(self.storage_topics) - 1)
-        return replace(self, produce_pointer=pointer, version=self.version + 1)
+        switched = now_ms if pointer != self.produce_pointer else self.switched_at_ms
+        return replace(self, produce_pointer=pointer, version=self.version + 1, switched_at_ms=switched)
+
+    def switched_within(self, now_ms: int, grace_s: float) -> bool:
+        """Did the produce pointer move less than `grace_s` before `now_ms`? (Producers holding the
+        older definition may still write the storage topics it left.)"""
+        return now_ms - self.switched_at_ms < grace_s * 1000
 
     def storage(self, read_pointer: int, partition: int | None = None) -> StorageTopic:
         """The storage topic for Consume(r, p', offset); refuses pointers out of range."""
@@ -143,6 +153,7 @@ class CompositeTopic:
             "name": self.name,
             "produce_pointer": self.produce_pointer,
             "version": self.version,
+            "switched_at_ms": self.switched_at_ms,
             "storage_topics": [
                 {"name": t.name, "partitions": t.partitions, "k": t.k} for t in self.storage_topics
             ],
@@ -154,6 +165,7 @@ class CompositeTopic:
             name=data["name"],
             produce_pointer=int(data["produce_pointer"]),
             version=int(data.get("version", 0)),
+            switched_at_ms=int(data.get("switched_at_ms", 0)),
             storage_topics=tuple(
                 StorageTopic(t["name"], int(t["partitions"]), int(t["k"])) for t in data["storage_topics"]
             ),

@@ -8,6 +8,8 @@ time; each record carries a version so readers can tell a newer definition.
 
 from __future__ import annotations
 
+import time
+
 import orjson
 
 from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
@@ -93,7 +95,7 @@ class MetadataStore:
         return self.put(self.get(name).add_storage_topic(partitions, k))
 
     def switch_produce(self, name: str) -> CompositeTopic:
-        return self.put(self.get(name).switch_produce())
+        return self.put(self.get(name).switch_produce(int(time.time() * 1000)))
 
     def delete(self, name: str, *, missing_ok: bool = False) -> None:
         """The storage topics first, then the definition: cut in between, the definition still

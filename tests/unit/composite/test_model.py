@@ -114,3 +114,16 @@ def test_produce_file_is_validated_whole(tmp_path: pytest.TempPathFactory) -> No
     path.write_text('{"group_id": "a", "payload": 1}\n{"group_id": "b", "payload": "%s"}\n' % ("x" * 101))
     with pytest.raises(InvalidInput, match=":2: payload of 101 bytes exceeds MAX_PAYLOAD_BYTES=100"):
         read_produce_file(path, 16, 100)
+
+
+def test_a_switch_records_when_the_pointer_moved() -> None:
+    topic = CompositeTopic.create("t", 2).add_storage_topic(4)
+    assert topic.switched_at_ms == 0 and not topic.switched_within(10_000, 5.0)
+    switched = topic.switch_produce(now_ms=1_000_000)
+    assert switched.switched_at_ms == 1_000_000
+    assert switched.switched_within(1_004_999, 5.0) and not switched.switched_within(1_005_000, 5.0)
+    assert switched.switch_produce(now_ms=2_000_000).switched_at_ms == 1_000_000  # at the last: no move
+    assert CompositeTopic.from_json(switched.to_json()) == switched
+    older = switched.to_json()
+    del older["switched_at_ms"]  # a definition written before the field: switched long ago
+    assert CompositeTopic.from_json(older).switched_at_ms == 0
