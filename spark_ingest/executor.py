@@ -19,7 +19,9 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark import TaskContext
 
+from app.composite.producer import RoutedTarget
 from app.composite.routing import group_hash, route
+from app.composite.store import MetadataStore
 from app.crashpoints import arm, crash_point, disarm
 from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
@@ -47,6 +49,7 @@ ROUTE_COLUMN = "partition"
 MAX_RAW_CHARS = 2000
 _SPLIT_COLUMNS = frozenset({"_file", "_start", "_row"})
 _PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
+_STORES: dict[tuple[str, str], MetadataStore] = {}
 
 
 def partitions_of(group_ids: list[str], partitions: int, k: int) -> list[int]:
@@ -242,17 +245,33 @@ def _arm_first_attempt(spec: str) -> None:
         arm(spec)
 
 
+def _following(plan: IngestPlan) -> RoutedTarget | None:
+    """The composite topic's routing as this task follows it (None: the plan's storage topic).
+    One metadata reader per Python worker, reused by its tasks; each task reads the newest
+    definition as it starts."""
+    if not plan.composite_topic:
+        return None
+    bootstrap = str(plan.producer_config["bootstrap.servers"])
+    store = _STORES.get((bootstrap, plan.metadata_topic))
+    if store is None:
+        store = _STORES[(bootstrap, plan.metadata_topic)] = MetadataStore(
+            bootstrap, plan.metadata_topic, replication_factor=plan.replication_factor
+        )
+    return RoutedTarget(store, plan.composite_topic, plan.metadata_refresh_s, plan.max_group_id_bytes)
+
+
 def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Callable[[str, bytes], None]:
     topic, partitions, k = plan.storage_topic, plan.partitions, plan.k
     routes: dict[str, int] = {}
     pending = 0
+    following = _following(plan)
 
     def send(recipient: str, value: bytes) -> None:
         nonlocal pending
-        partition = routes.get(recipient)
-        if partition is None:
-            partition = routes[recipient] = route(group_hash(recipient), partitions, k)
-        key = recipient.encode("utf-8")
+        if following is not None:
+            topic, partition, key = following.target(recipient)
+        else:
+            topic, partition, key = fixed(recipient)
         crash_point("spark.ingest.produce")  # a task killed here is run again: its events come twice
         try:
             produce_blocking(producer, topic, value, key, partition=partition, on_delivery=deliveries)
@@ -262,6 +281,12 @@ def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Ca
         if pending >= 1000:
             producer.poll(0)
             pending = 0
+
+    def fixed(recipient: str) -> tuple[str, int, bytes]:
+        partition = routes.get(recipient)
+        if partition is None:
+            partition = routes[recipient] = route(group_hash(recipient), partitions, k)
+        return topic, partition, recipient.encode("utf-8")
 
     return send
 

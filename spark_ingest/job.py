@@ -208,6 +208,11 @@ def run_ingest(
         max_payload_bytes=settings.max_payload_bytes,
         row_offsets=_row_offsets(frame, fmt),
         crash_at=options.crash_at,
+        composite_topic=options.topic,
+        metadata_topic=settings.metadata_topic,
+        metadata_refresh_s=settings.metadata_refresh_s,
+        max_group_id_bytes=settings.max_group_id_bytes,
+        replication_factor=settings.kafka_replication_factor,
     )
     report(
         f"ingest {options.path} ({fmt}) -> {options.topic} = {storage.name} "
