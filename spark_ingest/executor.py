@@ -206,7 +206,7 @@ def produce_batches(
     remaining = producer.flush(flush_timeout_s)
     if remaining or deliveries.failed or deliveries.confirmed != produced:
         raise DeliveryFailed(
-            f"{plan.storage_topic}: {deliveries.failed} failed, {remaining} unconfirmed of {produced} "
+            f"{plan.composite_topic}: {deliveries.failed} failed, {remaining} unconfirmed of {produced} "
             f"after {time.monotonic() - started:.1f} s; first error: {deliveries.first_error}"
         )
     n = len(rejects["file"])
@@ -245,12 +245,9 @@ def _arm_first_attempt(spec: str) -> None:
         arm(spec)
 
 
-def _following(plan: IngestPlan) -> RoutedTarget | None:
-    """The composite topic's routing as this task follows it (None: the plan's storage topic).
-    One metadata reader per Python worker, reused by its tasks; each task reads the newest
-    definition as it starts."""
-    if not plan.composite_topic:
-        return None
+def _target(plan: IngestPlan) -> RoutedTarget:
+    """The composite topic's routing as this task follows it. One metadata reader per Python
+    worker, reused by its tasks; each task reads the newest definition as it starts."""
     bootstrap = str(plan.producer_config["bootstrap.servers"])
     store = _STORES.get((bootstrap, plan.metadata_topic))
     if store is None:
@@ -261,17 +258,12 @@ def _following(plan: IngestPlan) -> RoutedTarget | None:
 
 
 def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Callable[[str, bytes], None]:
-    topic, partitions, k = plan.storage_topic, plan.partitions, plan.k
-    routes: dict[str, int] = {}
+    target = _target(plan).target
     pending = 0
-    following = _following(plan)
 
     def send(recipient: str, value: bytes) -> None:
         nonlocal pending
-        if following is not None:
-            topic, partition, key = following.target(recipient)
-        else:
-            topic, partition, key = fixed(recipient)
+        topic, partition, key = target(recipient)
         crash_point("spark.ingest.produce")  # a task killed here is run again: its events come twice
         try:
             produce_blocking(producer, topic, value, key, partition=partition, on_delivery=deliveries)
@@ -281,12 +273,6 @@ def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Ca
         if pending >= 1000:
             producer.poll(0)
             pending = 0
-
-    def fixed(recipient: str) -> tuple[str, int, bytes]:
-        partition = routes.get(recipient)
-        if partition is None:
-            partition = routes[recipient] = route(group_hash(recipient), partitions, k)
-        return topic, partition, recipient.encode("utf-8")
 
     return send
 

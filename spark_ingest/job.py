@@ -201,18 +201,15 @@ def run_ingest(
     plan = IngestPlan(
         input_root=str(Path(options.path).resolve()) if "://" not in options.path else options.path,
         input_format=fmt,
-        storage_topic=storage.name,
-        partitions=storage.partitions,
-        k=storage.k,
-        producer_config=producer_config(settings, **{"linger.ms": 20, "batch.size": 1_000_000}),
-        max_payload_bytes=settings.max_payload_bytes,
-        row_offsets=_row_offsets(frame, fmt),
-        crash_at=options.crash_at,
         composite_topic=options.topic,
         metadata_topic=settings.metadata_topic,
         metadata_refresh_s=settings.metadata_refresh_s,
         max_group_id_bytes=settings.max_group_id_bytes,
         replication_factor=settings.kafka_replication_factor,
+        producer_config=producer_config(settings, **{"linger.ms": 20, "batch.size": 1_000_000}),
+        max_payload_bytes=settings.max_payload_bytes,
+        row_offsets=_row_offsets(frame, fmt),
+        crash_at=options.crash_at,
     )
     report(
         f"ingest {options.path} ({fmt}) -> {options.topic} = {storage.name} "

@@ -106,9 +106,14 @@ class IngestPlan:
 
     input_root: str
     input_format: str
-    storage_topic: str
-    partitions: int
-    k: int
+    # The composite topic the tasks write: each reads its definition when it starts and every
+    # `metadata_refresh_s`, as every producer does, so a produce-pointer switch during the job
+    # moves its writes within the readers' switch grace.
+    composite_topic: str
+    metadata_topic: str
+    metadata_refresh_s: float
+    max_group_id_bytes: int
+    replication_factor: int
     producer_config: Mapping[str, Any]
     max_payload_bytes: int
     row_offsets: Mapping[SplitKey, int] = field(default_factory=dict)  # empty: the reader gives row indexes
@@ -116,14 +121,6 @@ class IngestPlan:
     items: ItemAssignment | None = None
     flush_every: int = 50_000
     crash_at: str = ""  # crash points armed in each task's first attempt (tests; see app.crashpoints)
-    # The composite topic the executors follow (empty: write `storage_topic` only): a task reads
-    # its definition when it starts and every `metadata_refresh_s`, as every producer does, so a
-    # produce-pointer switch during the job moves its writes within the readers' switch grace.
-    composite_topic: str = ""
-    metadata_topic: str = ""
-    metadata_refresh_s: float = 2.0
-    max_group_id_bytes: int = 256
-    replication_factor: int = 1
 
     def row_offset(self, split: SplitKey) -> int:
         return self.row_offsets.get(split, 0) if self.row_offsets else 0
