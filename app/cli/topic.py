@@ -75,7 +75,7 @@ def produce(name: str, path: Path) -> None:
         settings = get_settings()
         records = read_produce_file(path, settings.max_group_id_bytes, settings.max_payload_bytes)
         with (
-            CompositeProducer(get_settings(), name) as producer,
+            CompositeProducer(settings, name) as producer,
             Progress(
                 TextColumn("producing"),
                 BarColumn(),

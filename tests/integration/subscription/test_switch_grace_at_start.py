@@ -6,19 +6,16 @@ never delivered."""
 
 from __future__ import annotations
 
-import asyncio
-
 from app.composite.model import CompositeTopic
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from app.subscription.memory import MemoryStates
-from app.subscription.runner import ShardRunner
 from tests.integration.subscription.inprocess import (
     GROUPS,
     Recorder,
     callable_subscription,
     produce,
+    running_shards,
     wait_until,
 )
 
@@ -45,28 +42,17 @@ async def test_a_restart_right_after_a_switch_still_reads_what_stale_producers_w
     sub = callable_subscription(stack, metadata, unique, f"grace-{unique}", topic, shard_count=1)
     endpoint = Recorder()
 
-    async def run(until: int, what: str) -> ShardRunner:
-        runner = ShardRunner(stack, sub, 0, MemoryStates(), endpoint, metadata)
-        task = asyncio.create_task(runner.run())
-        try:
-            await wait_until(lambda: endpoint.count() >= until, 60, what)
-        finally:
-            runner.stop()
-            await task
-        return runner
-
-    await run(20, "the first storage topic delivered")
+    async with running_shards(stack, sub, metadata, endpoint):
+        await wait_until(lambda: endpoint.count() >= 20, 60, "the first storage topic delivered")
     before = metadata.get(topic)
     metadata.add_storage_topic(topic, 2)
     metadata.switch_produce(topic)
     # The shard starts again at once; a producer that has not seen the switch writes the old topic.
-    runner = ShardRunner(stack, sub, 0, MemoryStates(), endpoint, metadata)
-    task = asyncio.create_task(runner.run())
-    try:
+    async with running_shards(stack, sub, metadata, endpoint) as (runner,):
         await wait_until(
             lambda: runner._consumer is not None and bool(runner._consumer.assignment()),
             60,
-            "the shard reading",
+            "the shard reading (its start-up skip decided)",
         )
         with CompositeProducer(stack, topic, store=_Stale(before)) as stale:  # type: ignore[arg-type]
             for seq in range(20, 30):
@@ -74,9 +60,6 @@ async def test_a_restart_right_after_a_switch_still_reads_what_stale_producers_w
                 stale.produce(g, f"{g}:{seq}")
         produce(stack, metadata, topic, range(30, 40))  # and one that has, the new topic
         await wait_until(lambda: endpoint.count() >= 40, 60, "every message of both storage topics delivered")
-    finally:
-        runner.stop()
-        await task
     for g, seqs in endpoint.delivered.items():
         assert seqs == sorted(seqs), f"{g}: {seqs}"
     assert sorted(s for v in endpoint.delivered.values() for s in v) == list(range(40))

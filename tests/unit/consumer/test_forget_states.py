@@ -7,12 +7,14 @@ crash; forgetting without waiting for the commits does add redeliveries, and the
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 
 import pytest
 
 from app.consumer.model import OnDlq
+from app.consumer.queues import KafkaStateLog
 from app.subscription.state import (
     GroupState,
     MessageState,
@@ -21,13 +23,13 @@ from app.subscription.state import (
     on_delivered,
     on_sidelined,
 )
-from tests.unit.consumer.sim import World, committed_rule, run
+from tests.unit.consumer.sim import World, committed_rule, run, settings
 from tests.unit.consumer.test_crash_points import SCENARIOS, SEEDS, check
 
 
 @pytest.fixture(autouse=True)
-def _quiet() -> None:
-    logging.getLogger("app.consumer.engine").setLevel(logging.ERROR)
+def _quiet(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="app.consumer.engine")  # restored after each test
 
 
 def _eager(state: GroupState, _main: int, _retry: int) -> bool:
@@ -133,11 +135,6 @@ class _Sent:
 
 
 def test_the_state_log_rechecks_only_keys_written_since_they_were_judged_unsettled() -> None:
-    import asyncio
-
-    from app.consumer.queues import KafkaStateLog
-    from tests.unit.consumer.sim import settings
-
     sent = _Sent()
     states = KafkaStateLog(settings(OnDlq.BLOCK_GROUP), sent)  # type: ignore[arg-type]
     failed = on_sidelined(None, (0, 5), MessageState.at((0, 5), (0, 3)), failed=True)

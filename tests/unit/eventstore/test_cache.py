@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
 import pytest
 
-from app.eventstore import Cache
+from app.eventstore import Cache, Codec, Decider, EventStore, MemoryStreamStorage, RollingState
 from app.eventstore.cache import CacheEntry
 
 
@@ -54,18 +57,15 @@ def test_bad_bounds_are_refused(max_entries: int, ttl_s: float) -> None:
         Cache(max_entries=max_entries, ttl_s=ttl_s)
 
 
+@dataclass(frozen=True)
+class Count:
+    n: int
+
+
 def test_a_slow_load_never_replaces_what_a_write_cached_meanwhile() -> None:
     """RollingState's version never moves, so the version guard alone let a load that read the tip
     before a write land its older state over the write's: stale reads and `assume_cached`
     decisions then saw Count(1) after Count(2) was written."""
-    import asyncio
-    from dataclasses import dataclass
-
-    from app.eventstore import Codec, Decider, EventStore, MemoryStreamStorage, RollingState
-
-    @dataclass(frozen=True)
-    class Count:
-        n: int
 
     class Delayed(MemoryStreamStorage):
         """The next tip read answers only once `gate` is set (its body read before the write)."""
