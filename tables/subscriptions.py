@@ -42,18 +42,38 @@ class SlotStates:
         self.states: dict[str, GroupState] = {}
         self.missed_on_recovery = 0
         self._in_flight: list[Any] = []  # changelog sends not yet confirmed by Kafka
+        self._to_check: set[str] = set()  # written or loaded since last judged unsettled
 
     def get(self, group_id: str) -> GroupState | None:
         return self.states.get(group_id)
 
     def put(self, group_id: str, state: GroupState) -> None:
         crash_point("subscription.state.write")
-        self.states[group_id] = state
+        self.load(group_id, state)
         self._in_flight.append(
             self.table.write(
                 self.slot, state_key(self.subscription, group_id), {"e": self.epoch, "s": state.to_json()}
             )
         )
+
+    def load(self, group_id: str, state: GroupState) -> None:
+        """Hold a state the changelog has (or is being sent)."""
+        self.states[group_id] = state
+        self._to_check.add(group_id)
+
+    def to_check(self) -> list[str]:
+        return list(self._to_check)
+
+    def checked(self, group_id: str) -> None:
+        self._to_check.discard(group_id)
+
+    def drop(self, group_id: str) -> None:
+        """Forget the group's state: tombstones in the changelog. Without them (a crash, a refused
+        write) the next shard loads the state, which decides the same as none."""
+        crash_point("subscription.state.forget")
+        self.states.pop(group_id, None)
+        self._to_check.discard(group_id)
+        self._in_flight += self.table.delete(self.slot, state_key(self.subscription, group_id))
 
     async def flush(self) -> None:
         """Return once Kafka confirmed every state written so far; raise when it refused one (the
@@ -90,6 +110,20 @@ class GroupStateTable:
             local.put(key, raw)
         return sent
 
+    def delete(self, slot: int, key: bytes) -> list[Any]:
+        """Tombstones for `key` in every slot partition, its own last: a shard-count change left
+        the group's older records in other slots (of older epochs), and a load that met one after
+        this slot's tombstone would take that stale state back. A crash between them leaves this
+        slot's newer record, which outranks the others. Futures as for `write`."""
+        sent = [
+            self.table.send_changelog(s, key, None, key_serializer="raw", value_serializer="raw")
+            for s in [*(s for s in range(self.slots) if s != slot), slot]
+        ]
+        local = self._local(slot)
+        if local is not None:
+            local.delete(key)
+        return sent
+
     async def flush(self) -> None:
         await self.app.producer.flush()
 
@@ -118,7 +152,7 @@ class GroupStateTable:
             if not owns(group_id):
                 continue
             state = GroupState.from_json(value["s"])
-            shard.states[group_id] = state
+            shard.load(group_id, state)
             key = state_key(subscription, group_id)
             if record_slot != slot or record_epoch != epoch:
                 shard.put(group_id, state)  # re-shard: the group now lives in this slot

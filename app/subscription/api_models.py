@@ -37,6 +37,7 @@ class ShardStatus(ApiModel):
     rq_buffered: int
     mq_held_at: int | None
     adopted: int
+    forgotten: int = 0  # absent from a peer of an earlier version
     missed_on_recovery: int
     blocked_groups: list[str]
 

@@ -90,6 +90,18 @@ class ShardStates(Protocol):
     def put(self, group_id: str, state: GroupState) -> None: ...
     async def flush(self) -> None: ...
 
+    def to_check(self) -> list[str]:
+        """The groups whose state may have become forgettable: written or loaded since `checked`."""
+        ...
+
+    def checked(self, group_id: str) -> None:
+        """The group's state cannot be forgotten until it is written again."""
+        ...
+
+    def drop(self, group_id: str) -> None:
+        """Forget the group's state (`app.subscription.state.forgettable` holds for it)."""
+        ...
+
 
 # (queue "rq" | "dlq", group id, source record, hs-* metadata) -> where the broker confirmed it
 ProduceTo = Callable[[str, str, SourceRecord, InternalMeta], Awaitable[MessageState]]
@@ -105,6 +117,7 @@ class ShardStats:
     batches: int = 0
     fed: int = 0  # old RQ records re-produced after a shard-count change
     adopted: int = 0  # RQ/DLQ copies written before a crash whose state write had not landed
+    forgotten: int = 0  # states dropped once they decided nothing any more (the group recovered)
     mq_storage_idx: int = 0
     rq_storage_idx: int = 0
     rq_buffered: int = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.crashpoints import crash_point
 from app.subscription.state import GroupState
 
 __all__ = ["MemoryStates"]
@@ -12,12 +13,25 @@ class MemoryStates:
 
     def __init__(self) -> None:
         self.states: dict[str, GroupState] = {}
+        self._to_check: set[str] = set()
 
     def get(self, group_id: str) -> GroupState | None:
         return self.states.get(group_id)
 
     def put(self, group_id: str, state: GroupState) -> None:
         self.states[group_id] = state
+        self._to_check.add(group_id)
 
     async def flush(self) -> None:
         return None
+
+    def to_check(self) -> list[str]:
+        return list(self._to_check)
+
+    def checked(self, group_id: str) -> None:
+        self._to_check.discard(group_id)
+
+    def drop(self, group_id: str) -> None:
+        crash_point("subscription.state.forget")
+        self.states.pop(group_id, None)
+        self._to_check.discard(group_id)

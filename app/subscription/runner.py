@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from app.composite.advance import may_leave, read_index
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.producer import AsyncCompositeProducer
+from app.composite.routing import partition_for
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets, true_end_offsets
@@ -34,7 +35,7 @@ from app.subscription.model import Subscription
 from app.subscription.orphans import INCARNATION_HEADER, Queue, adopt, copy_of, fed_headers, fed_place
 from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
-from app.subscription.state import GroupState, MessageState
+from app.subscription.state import GroupState, MessageState, Position, forgettable, settled
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 
@@ -101,6 +102,7 @@ class ShardRunner:
         self._feed_all: list[TopicPartition] = []
         self._feed: set[TopicPartition] = set()
         self._mq_gate_logged = -1
+        self._committed: dict[TopicPartition, int] = {}  # the offsets the broker took, by partition
         self.delivery = Delivery(
             settings,
             sub,
@@ -202,6 +204,7 @@ class ShardRunner:
             committed_offsets, self.settings.bootstrap, self.sub.consumer_group, places
         )
         self._guard.reassigned(dict(zip(places, starts, strict=True)))
+        self._committed = dict(zip(tps, starts, strict=True))
 
     async def _plan_feed(self) -> None:
         topic, count = self._topic(self.rq), self.sub.shard_count
@@ -428,6 +431,8 @@ class ShardRunner:
             await self.states.flush()  # GroupState changes reach the changelog before offsets move
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(commit)
+            self._committed.update(commit)
+            self._forget_settled()
         self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
 
     def _wait_ms(self) -> int:
@@ -497,3 +502,46 @@ class ShardRunner:
         if offsets:
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(offsets)
+            self._committed.update(offsets)
+
+    # -- settled states ---------------------------------------------------------------------------
+    def _forget_settled(self) -> None:
+        """A group that failed once does not keep its state for ever: after each commit, the states
+        `forgettable` says decide nothing any more are dropped, judged against the committed
+        offsets (a crash reads MQ and RQ again from there, nothing below). Between steps nothing
+        of the shard is in flight. Not while old RQ partitions are fed (their copies' marks move)."""
+        if self._feed_all:
+            return
+        mq, rq = self._topic(self.mq), self._topic(self.rq)
+        for group in self.states.to_check():
+            state = self.states.get(group)
+            if state is None or not settled(state):
+                self.states.checked(group)  # until its next write
+                continue
+            main_idx = self.mq.idx if state.handled is None else state.handled[0]
+            main_from = self._resumes_at(mq, self.mq, group, main_idx)
+            rq_from = (
+                None
+                if state.rq.c is None
+                else self._resumes_at(rq, self.rq, group, state.rq.c.internal_topic_idx)
+            )
+            if main_from is None or (state.rq.c is not None and rq_from is None):
+                self.states.checked(group)  # a mark ahead of what this shard reads: kept
+                continue
+            if forgettable(state, main_from, rq_from):
+                self.states.drop(group)
+                self.stats.forgotten += 1
+
+    def _resumes_at(self, topic: CompositeTopic, reader: _Reader, group: str, idx: int) -> Position | None:
+        """Where a restarted shard reads `group`'s records of storage topic `idx` from: the
+        committed offset in the one being read; storage topics before it were left drained, so
+        nothing of them comes again; None for a later one (not read yet) or an unknown offset."""
+        if idx < reader.idx:
+            return (reader.idx, 0)
+        if idx > reader.idx or idx >= len(topic.storage_topics):
+            return None
+        storage = topic.storage_topics[idx]
+        offset = self._committed.get(
+            TopicPartition(storage.name, partition_for(group, storage.partitions, storage.k))
+        )
+        return None if offset is None else (idx, offset)

@@ -179,6 +179,7 @@ class Supervisor:
                     "rq_buffered": stats.rq_buffered,
                     "mq_held_at": stats.mq_held_at,
                     "adopted": stats.adopted,
+                    "forgotten": stats.forgotten,
                     "missed_on_recovery": getattr(runner.states, "missed_on_recovery", 0),
                     "blocked_groups": _blocked(runner),
                 }

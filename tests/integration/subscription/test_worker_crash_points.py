@@ -30,6 +30,7 @@ GROUPS, PER_GROUP = 12, 8
     [
         "subscription.rq.confirmed:3:kill",  # a copy in RQ that the changelog does not record
         "subscription.state.write:4:kill",  # the process dies as a group state is written
+        "subscription.state.forget:1:kill",  # as a recovered group's state leaves the table
     ],
 )
 async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_order(

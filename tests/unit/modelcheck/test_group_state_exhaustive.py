@@ -1,7 +1,9 @@
 """Every interleaving of a subscription shard's reads, up to a bound, checked with the pure
 GroupState rules (app/subscription/state.py), as seed 002 runs them: MQ read in order, RQ read as
 a FIFO, each delivery attempt answered OK, RETRY (retriable failure) or FATAL, MQ messages read
-again after a crash (state kept, offset not committed), and DLQ entries unsidelined back into RQ.
+again after a crash (state kept, offset not committed), DLQ entries unsidelined back into RQ, and,
+with `forget`, settled states dropped at any moment (as a shard does after a commit: only what
+`forgettable` allows against what is committed, the message a crash may still replay excluded).
 
 Checked in every reachable state: each group's deliveries are in main order (a crash replay may
 repeat the message just delivered, nothing else); with BLOCK_GROUP nothing after a group's
@@ -23,6 +25,7 @@ from app.subscription.state import (
     MessageState,
     decide_main,
     decide_retry,
+    forgettable,
     on_dead_lettered,
     on_delivered,
     on_sidelined,
@@ -79,8 +82,8 @@ def _pos(n: int) -> tuple[int, int]:
 
 
 class Shard:
-    def __init__(self, policy: OnDlq, bound: Bound) -> None:
-        self.on_dlq, self.bound = policy, bound
+    def __init__(self, policy: OnDlq, bound: Bound, forget: bool = False) -> None:
+        self.on_dlq, self.bound, self.forget = policy, bound, forget
 
     def roots(self) -> list[World]:
         worlds = []
@@ -236,6 +239,22 @@ class Shard:
                 after = self._unsideline(w, group)
                 if after is not None:
                     moves.append((f"unsideline g{group}", after))
+        if self.forget:
+            moves += self._forgets(w)
+        return moves
+
+    @staticmethod
+    def _forgets(w: World) -> list[tuple[str, World]]:
+        """Drop a state `forgettable` allows: MQ committed below the message a crash may still
+        read again (while a replay is left), RQ below its head (consumed copies are not re-read)."""
+        main_from = _pos(w.next_mq - 1 if w.replays_left and w.next_mq else w.next_mq)
+        rq_from = _pos(w.rq[0].internal if w.rq else w.rq_written)
+        moves = []
+        for group, state in enumerate(w.states):
+            if state is not None and forgettable(state, main_from, rq_from):
+                states = list(w.states)
+                states[group] = None
+                moves.append((f"forget g{group}", replace(w, states=tuple(states))))
         return moves
 
     # -- invariants -----------------------------------------------------------------------------
@@ -264,11 +283,17 @@ BOUNDS = {
 }
 
 
+@pytest.mark.parametrize("forget", [False, True], ids=["kept", "forgotten"])
 @pytest.mark.parametrize(
     ("policy", "bound"), [(p, b) for p, bounds in BOUNDS.items() for b in bounds], ids=str
 )
-def test_every_interleaving_keeps_group_order_and_loses_nothing(policy: OnDlq, bound: Bound) -> None:
-    shard = Shard(policy, bound)
+def test_every_interleaving_keeps_group_order_and_loses_nothing(
+    policy: OnDlq, bound: Bound, forget: bool
+) -> None:
+    shard = Shard(policy, bound, forget)
     seen = explore(shard.roots(), shard.successors, shard.invariant, shard.at_end)
-    print(f"group state, {policy}: {bound}: {seen.states} states, {seen.terminal} final, 0 violations")
+    print(
+        f"group state, {policy}, forget={forget}: {bound}: {seen.states} states, "
+        f"{seen.terminal} final, 0 violations"
+    )
     assert seen.terminal > 0

@@ -17,6 +17,7 @@ from app.subscription.state import (
     Position,
     decide_main,
     decide_retry,
+    forgettable,
     on_dead_lettered,
     on_delivered,
     on_sidelined,
@@ -48,6 +49,7 @@ class Shard:
     delivered: dict[str, list[Position]] = field(default_factory=dict)
     sidelined_groups: set[str] = field(default_factory=set)
     attempts: dict[Position, int] = field(default_factory=dict)
+    main_read: int = 0  # MQ offsets below this were read
 
     def _answer(self, main: Position) -> str:
         n = self.attempts.get(main, 0)
@@ -88,6 +90,7 @@ class Shard:
             self._set(group, on_dead_lettered(state, main, self._to_dlq(group, main), read))
 
     def read_main(self, group: str, main: Position) -> None:
+        self.main_read = max(self.main_read, main[1] + 1)
         state = self.states.get(group)
         action = decide_main(state, main, self.on_dlq)
         if action is Action.SKIP:
@@ -113,6 +116,16 @@ class Shard:
             self._set(rec.group, on_sidelined(state, rec.main, written, failed=False, read_from_rq=read))
         else:
             self._attempt(rec.group, rec.main, rec.failed_attempts, read, rec.replay)
+
+    def forget_settled(self) -> list[str]:
+        """Drop the states `forgettable` allows, as a shard does after each commit. Committed:
+        everything read so far (a crash replay re-reads only the message just read, before this)."""
+        main_from = (0, self.main_read)
+        rq_from = self.rq[0].internal if self.rq else (0, self.rq_written)
+        gone = [g for g, s in self.states.items() if forgettable(s, main_from, rq_from)]
+        for g in gone:
+            del self.states[g]
+        return gone
 
     def unsideline(self, group: str) -> list[Position]:
         """Replay the group's unresolved DLQ messages into RQ, in DLQ order."""

@@ -68,6 +68,7 @@ SHARD = {
     "rq_buffered": 0,
     "mq_held_at": None,
     "adopted": 0,
+    "forgotten": 3,
     "missed_on_recovery": 0,
     "blocked_groups": ["g"],
 }
