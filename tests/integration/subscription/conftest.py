@@ -20,7 +20,11 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from app.composite.store import MetadataStore
 from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Subscription
+from app.subscription.registry import SubscriptionRegistry
 from tests.support.spawn import spawn_logged
 
 
@@ -130,3 +134,36 @@ async def endpoint() -> AsyncIterator[Endpoint]:
     ep.url = f"http://127.0.0.1:{port}/deliver"
     yield ep
     await runner.cleanup()
+
+
+def started_http_subscription(
+    stack: Settings,
+    metadata: MetadataStore,
+    workers: Workers,
+    endpoint: Endpoint,
+    name: str,
+    backoff_s: float,
+) -> tuple[Subscription, SubscriptionRegistry]:
+    """A started BLOCK_GROUP subscription `name` of a new topic `name` (2 partitions) delivering
+    to `endpoint`, in the workers' registry: five attempts, `backoff_s` between them."""
+    metadata.create(name, 2)
+    registry = SubscriptionRegistry(
+        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
+    sub = ops.create(
+        registry,
+        metadata,
+        name,
+        name,
+        EndpointSpec("http", endpoint.url, 5.0),
+        retry=RetryPolicy(max_attempts=5, min_backoff_s=backoff_s, max_backoff_s=backoff_s),
+        on_dlq=OnDlq.BLOCK_GROUP,
+        start=True,
+    )
+    return sub, registry
+
+
+def dead_letter_seqs(metadata: MetadataStore, registry: SubscriptionRegistry, name: str) -> list[int]:
+    """The sequence numbers of the subscription's DLQ entries ("group:seq" payloads), sorted."""
+    entries = ops.dlq_list(metadata, registry.get(name), None, None, None, None, 1000)
+    return sorted(int(str(e["payload"]).split(":")[1]) for e in entries)

@@ -12,11 +12,13 @@ import pytest
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from app.subscription import ops
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
-from app.subscription.registry import SubscriptionRegistry
 from app.subscription.statelog import changelog_topic, scan_states
-from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.integration.subscription.conftest import (
+    Endpoint,
+    Workers,
+    dead_letter_seqs,
+    started_http_subscription,
+)
 from tests.integration.subscription.inprocess import last_delivery_order
 from tests.support.waiting import async_wait_until
 
@@ -37,24 +39,11 @@ async def test_recovered_groups_forget_their_states_and_keep_order_after(
     stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str
 ) -> None:
     topic = f"subforget-{unique}"
-    metadata.create(topic, 2)
     groups = [f"g{i}" for i in range(GROUPS)]
     endpoint.transient = set(groups[:4])  # the first two attempts of each of their messages fail
     blocked_seq = 3 * GROUPS + 7  # g7's fourth message fails for good: g7 is blocked from there
     endpoint.broken = {str(blocked_seq)}
-    registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
-    )
-    sub = ops.create(
-        registry,
-        metadata,
-        f"subforget-{unique}",
-        topic,
-        EndpointSpec("http", endpoint.url, 5.0),
-        retry=RetryPolicy(max_attempts=5, min_backoff_s=0.5, max_backoff_s=0.5),
-        on_dlq=OnDlq.BLOCK_GROUP,
-        start=True,
-    )
+    sub, registry = started_http_subscription(stack, metadata, workers, endpoint, topic, 0.5)
 
     def with_state() -> set[str]:
         changelog = changelog_topic(workers.app_id)
@@ -103,13 +92,7 @@ async def test_recovered_groups_forget_their_states_and_keep_order_after(
     )
     want_dead = [s for s in range(second.stop) if s % GROUPS == 7 and s >= blocked_seq]
 
-    async def dead_letters() -> list[int]:
-        entries = await asyncio.to_thread(
-            ops.dlq_list, metadata, registry.get(sub.name), None, None, None, None, 1000
-        )
-        return sorted(int(str(e["payload"]).split(":")[1]) for e in entries)
-
     async def all_dead() -> bool:
-        return await dead_letters() == want_dead
+        return await asyncio.to_thread(dead_letter_seqs, metadata, registry, sub.name) == want_dead
 
     await async_wait_until(all_dead, 60, "the blocked group's messages in DLQ, each once")

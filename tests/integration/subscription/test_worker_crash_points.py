@@ -13,10 +13,12 @@ import pytest
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from app.subscription import ops
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
-from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.integration.subscription.conftest import (
+    Endpoint,
+    Workers,
+    dead_letter_seqs,
+    started_http_subscription,
+)
 from tests.integration.subscription.inprocess import last_delivery_order
 
 pytestmark = pytest.mark.integration
@@ -37,24 +39,11 @@ async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_orde
     stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str, crash_at: str
 ) -> None:
     topic = f"subkill-{unique}"
-    metadata.create(topic, 2)
     groups = [f"g{i}" for i in range(GROUPS)]
     endpoint.transient = set(groups[:4])  # the first two attempts of each of their messages fail
     blocked_seq = 5 * GROUPS + 7  # g7's sixth message fails for good: g7 is blocked from there
     endpoint.broken = {str(blocked_seq)}
-    registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
-    )
-    sub = ops.create(
-        registry,
-        metadata,
-        f"subkill-{unique}",
-        topic,
-        EndpointSpec("http", endpoint.url, 5.0),
-        retry=RetryPolicy(max_attempts=5, min_backoff_s=2.0, max_backoff_s=2.0),
-        on_dlq=OnDlq.BLOCK_GROUP,
-        start=True,
-    )
+    sub, registry = started_http_subscription(stack, metadata, workers, endpoint, topic, 2.0)
     with CompositeProducer(stack, topic, store=metadata) as producer:
         for seq in range(GROUPS * PER_GROUP):
             producer.produce(f"g{seq % GROUPS}", f"g{seq % GROUPS}:{seq}")
@@ -70,10 +59,7 @@ async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_orde
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
         if all(set(expected[g]) <= set(endpoint.delivered[g]) for g in groups):
-            entries = await asyncio.to_thread(
-                ops.dlq_list, metadata, registry.get(sub.name), None, None, None, None, 1000
-            )
-            dead = sorted(int(str(e["payload"]).split(":")[1]) for e in entries)
+            dead = await asyncio.to_thread(dead_letter_seqs, metadata, registry, sub.name)
             if len(dead) >= PER_GROUP - 5:
                 break
         await asyncio.sleep(0.25)  # the next look at the endpoint and the DLQ
