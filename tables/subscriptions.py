@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import faust
@@ -67,13 +67,22 @@ class SlotStates:
     def checked(self, group_id: str) -> None:
         self._to_check.discard(group_id)
 
-    def drop(self, group_id: str) -> None:
-        """Forget the group's state: tombstones in the changelog. Without them (a crash, a refused
-        write) the next shard loads the state, which decides the same as none."""
-        crash_point("subscription.state.forget")
-        self.states.pop(group_id, None)
-        self._to_check.discard(group_id)
-        self._in_flight += self.table.delete(self.slot, state_key(self.subscription, group_id))
+    async def forget(self, group_ids: Sequence[str]) -> None:
+        """Forget the groups' states: tombstones in every other slot partition, confirmed, then in
+        this one. A shard-count change leaves a group's older records (older epochs) in other
+        slots; this slot's newer record outranks them until its own tombstone, so a crash
+        between the two never brings an older state back. Without this slot's tombstone the next
+        shard loads the state, which decides the same as none."""
+        for group_id in group_ids:
+            crash_point("subscription.state.forget")
+            self.states.pop(group_id, None)
+            self._to_check.discard(group_id)
+        keys = [state_key(self.subscription, g) for g in group_ids]
+        others = [s for s in range(self.table.slots) if s != self.slot]
+        sent = [f for key in keys for f in self.table.delete(others, key)]
+        await self.table.flush()
+        await asyncio.gather(*sent)
+        self._in_flight += [f for key in keys for f in self.table.delete([self.slot], key)]
 
     async def flush(self) -> None:
         """Return once Kafka confirmed every state written so far; raise when it refused one (the
@@ -110,18 +119,17 @@ class GroupStateTable:
             local.put(key, raw)
         return sent
 
-    def delete(self, slot: int, key: bytes) -> list[Any]:
-        """Tombstones for `key` in every slot partition, its own last: a shard-count change left
-        the group's older records in other slots (of older epochs), and a load that met one after
-        this slot's tombstone would take that stale state back. A crash between them leaves this
-        slot's newer record, which outranks the others. Futures as for `write`."""
-        sent = [
-            self.table.send_changelog(s, key, None, key_serializer="raw", value_serializer="raw")
-            for s in [*(s for s in range(self.slots) if s != slot), slot]
-        ]
-        local = self._local(slot)
-        if local is not None:
-            local.delete(key)
+    def delete(self, slots: Sequence[int], key: bytes) -> list[Any]:
+        """Tombstones for `key` in these slot partitions (and their local copies); futures as for
+        `write`."""
+        sent = []
+        for slot in slots:
+            sent.append(
+                self.table.send_changelog(slot, key, None, key_serializer="raw", value_serializer="raw")
+            )
+            local = self._local(slot)
+            if local is not None:
+                local.delete(key)
         return sent
 
     async def flush(self) -> None:

@@ -98,8 +98,8 @@ class ShardStates(Protocol):
         """The group's state cannot be forgotten until it is written again."""
         ...
 
-    def drop(self, group_id: str) -> None:
-        """Forget the group's state (`app.subscription.state.forgettable` holds for it)."""
+    async def forget(self, group_ids: Sequence[str]) -> None:
+        """Drop these groups' states (`app.subscription.state.forgettable` holds for each)."""
         ...
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.crashpoints import crash_point
 from app.subscription.state import GroupState
 
@@ -31,7 +33,8 @@ class MemoryStates:
     def checked(self, group_id: str) -> None:
         self._to_check.discard(group_id)
 
-    def drop(self, group_id: str) -> None:
-        crash_point("subscription.state.forget")
-        self.states.pop(group_id, None)
-        self._to_check.discard(group_id)
+    async def forget(self, group_ids: Sequence[str]) -> None:
+        for group_id in group_ids:
+            crash_point("subscription.state.forget")
+            self.states.pop(group_id, None)
+            self._to_check.discard(group_id)

@@ -432,7 +432,7 @@ class ShardRunner:
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(commit)
             self._committed.update(commit)
-            self._forget_settled()
+            await self._forget_settled()
         self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
 
     def _wait_ms(self) -> int:
@@ -505,7 +505,7 @@ class ShardRunner:
             self._committed.update(offsets)
 
     # -- settled states ---------------------------------------------------------------------------
-    def _forget_settled(self) -> None:
+    async def _forget_settled(self) -> None:
         """A group that failed once does not keep its state for ever: after each commit, the states
         `forgettable` says decide nothing any more are dropped, judged against the committed
         offsets (a crash reads MQ and RQ again from there, nothing below). Between steps nothing
@@ -513,6 +513,7 @@ class ShardRunner:
         if self._feed_all:
             return
         mq, rq = self._topic(self.mq), self._topic(self.rq)
+        gone: list[str] = []
         for group in self.states.to_check():
             state = self.states.get(group)
             if state is None or not settled(state):
@@ -526,19 +527,24 @@ class ShardRunner:
                 else self._resumes_at(rq, self.rq, group, state.rq.c.internal_topic_idx)
             )
             if main_from is None or (state.rq.c is not None and rq_from is None):
-                self.states.checked(group)  # a mark ahead of what this shard reads: kept
+                self.states.checked(group)  # a mark it cannot judge: kept until written again
                 continue
             if forgettable(state, main_from, rq_from):
-                self.states.drop(group)
-                self.stats.forgotten += 1
+                gone.append(group)
+        if gone:
+            await self.states.forget(gone)
+            self.stats.forgotten += len(gone)
 
     def _resumes_at(self, topic: CompositeTopic, reader: _Reader, group: str, idx: int) -> Position | None:
-        """Where a restarted shard reads `group`'s records of storage topic `idx` from: the
-        committed offset in the one being read; storage topics before it were left drained, so
-        nothing of them comes again; None for a later one (not read yet) or an unknown offset."""
-        if idx < reader.idx:
+        """Where a restarted shard reads `group`'s records of storage topic `idx` again from: the
+        committed offset in the one being read. None when unknown: a later storage topic (not
+        read yet), and, for RQ, an earlier one. A mark in an earlier MQ storage topic has passed
+        (the topic was left drained and is never fed); an RQ copy fed into the current topic after
+        a shard-count change keeps its original place, and a copy fed twice (a feeder's crash) may
+        still wait above the committed offset, where only the mark skips it."""
+        if idx < reader.idx and reader is self.mq:
             return (reader.idx, 0)
-        if idx > reader.idx or idx >= len(topic.storage_topics):
+        if idx != reader.idx or idx >= len(topic.storage_topics):
             return None
         storage = topic.storage_topics[idx]
         offset = self._committed.get(

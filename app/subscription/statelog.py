@@ -7,13 +7,14 @@ partition of the shard that owns the group.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from app.kafka.reading import read_from
 
-__all__ = ["SEP", "TABLE_NAME", "changelog_topic", "scan_states", "state_key"]
+__all__ = ["SEP", "TABLE_NAME", "changelog_topic", "newest_states", "scan_states", "state_key"]
 
 SEP = "\x1f"
 TABLE_NAME = "subscription-group-state"
@@ -28,25 +29,40 @@ def changelog_topic(app_id: str) -> str:
     return f"{app_id}-{TABLE_NAME}-changelog"
 
 
+# (slot partition, group id, the record's value or None for a tombstone), in the order read
+Event = tuple[int, str, dict[str, Any] | None]
+
+
 def scan_states(
     bootstrap: str, changelog: str, slots: int, subscription: str, timeout_s: float = 120.0
 ) -> dict[str, tuple[int, int, dict[str, Any]]]:
     """Newest state record per group of `subscription`: group -> (epoch, slot partition, value).
     ServiceUnavailable when the changelog is not read to its end within `timeout_s`."""
     prefix = f"{subscription}{SEP}".encode()
-    latest: dict[str, tuple[int, int, dict[str, Any]]] = {}
     starts = {(changelog, p): 0 for p in range(slots)}
     loader = "hubstream-group-state-loader"
-    for msg in read_from(bootstrap, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
-        key = msg.key() or b""
-        if not key.startswith(prefix):
-            continue
-        group_id = key[len(prefix) :].decode()
-        if msg.value() is None:
-            latest.pop(group_id, None)
-            continue
-        value = orjson.loads(msg.value())
-        known = latest.get(group_id)
-        if known is None or int(value["e"]) >= known[0]:
-            latest[group_id] = (int(value["e"]), msg.partition(), value)
-    return latest
+
+    def events() -> Iterator[Event]:
+        for msg in read_from(bootstrap, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
+            key, raw = msg.key() or b"", msg.value()
+            if key.startswith(prefix):
+                yield msg.partition(), key[len(prefix) :].decode(), None if raw is None else orjson.loads(raw)
+
+    return newest_states(events())
+
+
+def newest_states(events: Iterable[Event]) -> dict[str, tuple[int, int, dict[str, Any]]]:
+    """Each group's state from the changelog's records as read: partitions come interleaved in
+    any order, and order holds only within one. So each (group, slot) counts by its last record;
+    of the slots where that is a state (not a tombstone), the newest epoch wins. A group forgotten
+    has tombstones in every slot; one re-created since has a state after its slot's tombstone,
+    which another slot's tombstone, read later, does not delete."""
+    last: dict[str, dict[int, dict[str, Any] | None]] = {}
+    for partition, group_id, value in events:
+        last.setdefault(group_id, {})[partition] = value
+    out: dict[str, tuple[int, int, dict[str, Any]]] = {}
+    for group_id, by_slot in last.items():
+        live = [(int(v["e"]), p, v) for p, v in by_slot.items() if v is not None]
+        if live:
+            out[group_id] = max(live, key=lambda found: (found[0], found[1]))
+    return out

@@ -1,0 +1,101 @@
+"""Which settled states a shard forgets after a commit, judged against its committed offsets and
+the storage topics it reads (ShardRunner._forget_settled on in-memory states; no broker)."""
+
+from __future__ import annotations
+
+from aiokafka import TopicPartition
+
+from app.composite.model import CompositeTopic, StorageTopic
+from app.composite.routing import partition_for
+from app.settings import Settings
+from app.subscription.memory import MemoryStates
+from app.subscription.model import EndpointSpec, OnDlq, Subscription
+from app.subscription.runner import ShardRunner
+from app.subscription.state import Action, GroupState, MessageState, decide_retry, on_delivered, on_sidelined
+
+OLD, NEW = 0, 1  # storage topic indexes: before and after a shard-count change
+SUB = Subscription("s", "mq", EndpointSpec("callable", "x"))
+
+
+def _topic(name: str) -> CompositeTopic:
+    storages = (StorageTopic(f"{name}.0", 2), StorageTopic(f"{name}.1", 4))
+    return CompositeTopic(name, storages, produce_pointer=NEW)
+
+
+class Definitions:
+    """The metadata store, as the runner reads it: both queues have two storage topics."""
+
+    def get(self, name: str) -> CompositeTopic:
+        return _topic(name)
+
+
+def _runner(states: MemoryStates) -> ShardRunner:
+    runner = ShardRunner(Settings(), SUB, 0, states, None, Definitions())  # type: ignore[arg-type]
+    runner.mq.idx = runner.rq.idx = NEW
+    for name in ("mq", SUB.rq_topic):  # every partition of the topics read committed far ahead
+        for p in range(4):
+            runner._committed[TopicPartition(f"{name}.1", p)] = 1_000
+    return runner
+
+
+def _delivered(state: GroupState | None, main: tuple[int, int], at: tuple[int, int]) -> GroupState:
+    new = on_delivered(state, main, MessageState.at(main, at))
+    assert new is not None
+    return new
+
+
+def _recovered_through(rq_at: int) -> GroupState:
+    """A group whose message (MQ storage 1, offset 3) failed once and went through from RQ
+    storage topic `rq_at` (offset 10): nothing waits, nothing dead-lettered."""
+    state = on_sidelined(None, (NEW, 3), MessageState.at((NEW, 3), (rq_at, 10)), failed=True)
+    return _delivered(state, (NEW, 3), (rq_at, 10))
+
+
+async def test_a_group_recovered_behind_the_committed_offsets_is_forgotten() -> None:
+    states = MemoryStates()
+    states.put("g", _recovered_through(NEW))
+    runner = _runner(states)
+    await runner._forget_settled()
+    assert states.get("g") is None and runner.stats.forgotten == 1
+
+
+async def test_a_group_whose_marks_the_commits_have_not_passed_keeps_its_state() -> None:
+    states = MemoryStates()
+    states.put("g", _recovered_through(NEW))
+    runner = _runner(states)
+    storage = _topic(SUB.rq_topic).storage_topics[NEW]
+    runner._committed[TopicPartition(storage.name, partition_for("g", storage.partitions, 1))] = 10
+    await runner._forget_settled()
+    assert states.get("g") is not None and runner.stats.forgotten == 0
+    assert states.to_check() == ["g"]  # judged again after the next commit
+
+
+async def test_a_mark_in_an_earlier_mq_storage_topic_has_passed() -> None:
+    states = MemoryStates()
+    state = on_sidelined(None, (OLD, 3), MessageState.at((OLD, 3), (NEW, 10)), failed=True)
+    states.put("g", _delivered(state, (OLD, 3), (NEW, 10)))  # MQ storage 0 was left drained
+    runner = _runner(states)
+    await runner._forget_settled()
+    assert states.get("g") is None
+
+
+async def test_a_group_recovered_through_fed_copies_keeps_its_state() -> None:
+    """Its consumed mark is its copy's place in the old RQ storage topic: a copy fed twice (a
+    feeder cut and restarted) may still wait in the new one above the committed offset, and only
+    that mark skips it. Forgotten, the group delivered it again after its later messages."""
+    states = MemoryStates()
+    states.put("g", _recovered_through(OLD))
+    runner = _runner(states)
+    await runner._forget_settled()
+    kept = states.get("g")
+    assert kept is not None and states.to_check() == []
+    assert decide_retry(kept, (NEW, 3), (OLD, 10), OnDlq.BLOCK_GROUP) is Action.SKIP
+
+
+async def test_nothing_is_forgotten_while_old_rq_partitions_are_fed() -> None:
+    states = MemoryStates()
+    states.put("g", _recovered_through(NEW))
+    runner = _runner(states)
+    runner._feed_all = [TopicPartition(f"{SUB.rq_topic}.0", 0)]
+    await runner._forget_settled()
+    assert states.get("g") is not None
