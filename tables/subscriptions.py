@@ -23,6 +23,7 @@ import orjson
 
 from app.crashpoints import crash_point
 from app.settings import Settings
+from app.subscription.memory import MemoryStates
 from app.subscription.state import GroupState
 from app.subscription.statelog import TABLE_NAME, scan_states, state_key
 
@@ -31,21 +32,18 @@ __all__ = ["GroupStateTable", "SlotStates"]
 log = logging.getLogger(__name__)
 
 
-class SlotStates:
-    """One shard's GroupStates: an in-memory map written through to the table's slot partition."""
+class SlotStates(MemoryStates):
+    """One shard's GroupStates: the in-memory map (and its forget bookkeeping) written through to
+    the table's slot partition."""
 
     def __init__(self, table: GroupStateTable, subscription: str, epoch: int, slot: int) -> None:
+        super().__init__()
         self.table = table
         self.subscription = subscription
         self.epoch = epoch
         self.slot = slot
-        self.states: dict[str, GroupState] = {}
         self.missed_on_recovery = 0
         self._in_flight: list[Any] = []  # changelog sends not yet confirmed by Kafka
-        self._to_check: set[str] = set()  # written or loaded since last judged unsettled
-
-    def get(self, group_id: str) -> GroupState | None:
-        return self.states.get(group_id)
 
     def put(self, group_id: str, state: GroupState) -> None:
         crash_point("subscription.state.write")
@@ -58,14 +56,7 @@ class SlotStates:
 
     def load(self, group_id: str, state: GroupState) -> None:
         """Hold a state the changelog has (or is being sent)."""
-        self.states[group_id] = state
-        self._to_check.add(group_id)
-
-    def to_check(self) -> list[str]:
-        return list(self._to_check)
-
-    def checked(self, group_id: str) -> None:
-        self._to_check.discard(group_id)
+        super().put(group_id, state)
 
     async def forget(self, group_ids: Sequence[str]) -> None:
         """Forget the groups' states: tombstones in every other slot partition, confirmed, then in
@@ -73,16 +64,15 @@ class SlotStates:
         slots; this slot's newer record outranks them until its own tombstone, so a crash
         between the two never brings an older state back. Without this slot's tombstone the next
         shard loads the state, which decides the same as none."""
-        for group_id in group_ids:
-            crash_point("subscription.state.forget")
-            self.states.pop(group_id, None)
-            self._to_check.discard(group_id)
+        await super().forget(group_ids)  # the crash point, and out of memory
         keys = [state_key(self.subscription, g) for g in group_ids]
         others = [s for s in range(self.table.slots) if s != self.slot]
         sent = [f for key in keys for f in self.table.delete(others, key)]
         await self.table.flush()
         await asyncio.gather(*sent)
-        self._in_flight += [f for key in keys for f in self.table.delete([self.slot], key)]
+        for key in keys:
+            self._in_flight += self.table.delete([self.slot], key)
+            self.table.delete_local(self.slot, key)
 
     async def flush(self) -> None:
         """Return once Kafka confirmed every state written so far; raise when it refused one (the
@@ -120,17 +110,18 @@ class GroupStateTable:
         return sent
 
     def delete(self, slots: Sequence[int], key: bytes) -> list[Any]:
-        """Tombstones for `key` in these slot partitions (and their local copies); futures as for
-        `write`."""
-        sent = []
-        for slot in slots:
-            sent.append(
-                self.table.send_changelog(slot, key, None, key_serializer="raw", value_serializer="raw")
-            )
-            local = self._local(slot)
-            if local is not None:
-                local.delete(key)
-        return sent
+        """Tombstones for `key` in these slot partitions' changelog; futures as for `write`."""
+        return [
+            self.table.send_changelog(slot, key, None, key_serializer="raw", value_serializer="raw")
+            for slot in slots
+        ]
+
+    def delete_local(self, slot: int, key: bytes) -> None:
+        """Remove `key` from the RocksDB partition of a slot this worker owns (others it does not
+        open: each would be a database created for nothing)."""
+        local = self._local(slot)
+        if local is not None:
+            local.delete(key)
 
     async def flush(self) -> None:
         await self.app.producer.flush()

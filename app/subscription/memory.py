@@ -11,7 +11,8 @@ __all__ = ["MemoryStates"]
 
 
 class MemoryStates:
-    """Keeps each group's state in a dict; nothing survives the process."""
+    """Keeps each group's state in a dict; nothing survives the process (the table's SlotStates
+    writes through to the changelog on top of it)."""
 
     def __init__(self) -> None:
         self.states: dict[str, GroupState] = {}

@@ -49,7 +49,7 @@ POINT_ELSEWHERE = {
     "app/batch/atomic.py::atomically": "batch.table.intent_written, then each key's changelog write",
     "tables/batches.py::_write": "batch.table.intent_written before it, batch.table.local_applied after",
     "tables/subscriptions.py::write": "SlotStates.put passes subscription.state.write",
-    "tables/subscriptions.py::delete": "SlotStates.drop passes subscription.state.forget",
+    "tables/subscriptions.py::delete": "SlotStates.forget passes subscription.state.forget",
     "app/kafka/producing.py::_queue": (
         "the library consumer's writers name theirs (consumer.retry.confirmed, consumer.dlq.confirmed,"
         " consumer.state.write); KafkaCommitLog.start_append passes pipeline.log.append"
