@@ -103,6 +103,9 @@ class ShardRunner:
         self._feed: set[TopicPartition] = set()
         self._mq_gate_logged = -1
         self._committed: dict[TopicPartition, int] = {}  # the offsets the broker took, by partition
+        # Every copy fed from old RQ storage topics lies below these: (the RQ storage topic the
+        # producers wrote to, its end offset per partition), taken once feeding was over.
+        self._fed_below: tuple[int, list[int]] | None = None
         self.delivery = Delivery(
             settings,
             sub,
@@ -521,11 +524,13 @@ class ShardRunner:
                 continue
             main_idx = self.mq.idx if state.handled is None else state.handled[0]
             main_from = self._resumes_at(mq, self.mq, group, main_idx)
-            rq_from = (
-                None
-                if state.rq.c is None
-                else self._resumes_at(rq, self.rq, group, state.rq.c.internal_topic_idx)
-            )
+            rq_from: Position | None = None
+            if state.rq.c is not None and state.rq.c.internal_topic_idx < self.rq.idx:
+                if not await self._read_past_fed_copies(group):
+                    continue  # judged again after the next commit, until the reader passed them
+                rq_from = (self.rq.idx, 0)  # every place in a storage topic left behind
+            elif state.rq.c is not None:
+                rq_from = self._resumes_at(rq, self.rq, group, state.rq.c.internal_topic_idx)
             if main_from is None or (state.rq.c is not None and rq_from is None):
                 self.states.checked(group)  # a mark it cannot judge: kept until written again
                 continue
@@ -535,13 +540,32 @@ class ShardRunner:
             await self.states.forget(gone)
             self.stats.forgotten += len(gone)
 
+    async def _read_past_fed_copies(self, group: str) -> bool:
+        """Has the shard committed past every copy of `group` fed from the RQ storage topics it
+        left? A fed copy keeps its original place, in the old topic, as the group's mark, and a
+        copy fed twice (a feeder cut and restarted) waits above the first, where only that mark
+        skips it. Feeding is over when this is asked (not while old partitions are fed), so every
+        fed copy lies below the end offsets of the storage topic the RQ producers write to now."""
+        if self._fed_below is None:
+            # the definition as written, not the cached one: no producer wrote past its pointer
+            topic = await asyncio.to_thread(self.metadata.get, self.sub.rq_topic)
+            storage = topic.storage_topics[topic.produce_pointer]
+            places = [(storage.name, p) for p in range(storage.partitions)]
+            ends = await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, places)
+            self._fed_below = (topic.produce_pointer, ends)
+        last, ends = self._fed_below
+        if self.rq.idx != last:
+            return self.rq.idx > last
+        storage = self._topic(self.rq).storage_topics[last]
+        partition = partition_for(group, storage.partitions, storage.k)
+        committed = self._committed.get(TopicPartition(storage.name, partition))
+        return committed is not None and committed >= ends[partition]
+
     def _resumes_at(self, topic: CompositeTopic, reader: _Reader, group: str, idx: int) -> Position | None:
         """Where a restarted shard reads `group`'s records of storage topic `idx` again from: the
         committed offset in the one being read. None when unknown: a later storage topic (not
-        read yet), and, for RQ, an earlier one. A mark in an earlier MQ storage topic has passed
-        (the topic was left drained and is never fed); an RQ copy fed into the current topic after
-        a shard-count change keeps its original place, and a copy fed twice (a feeder's crash) may
-        still wait above the committed offset, where only the mark skips it."""
+        read yet), and, for RQ, an earlier one (`_read_past_fed_copies` judges those). A mark in
+        an earlier MQ storage topic has passed (the topic was left drained and is never fed)."""
         if idx < reader.idx and reader is self.mq:
             return (reader.idx, 0)
         if idx != reader.idx or idx >= len(topic.storage_topics):

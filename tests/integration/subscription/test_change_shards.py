@@ -4,7 +4,8 @@ change-shards 3 adds 6-partition RQ/DLQ storage topics, the old RQ lag is fed in
 new shards, and every group is delivered completely, in produce order. Cut while feeding
 (`subscription.rq.fed`, the shard's step raises as a refused produce would) and restarted, the
 shard feeds again from the old topic's committed offsets: every message delivered, each group in
-produce order at each message's last delivery.
+produce order at each message's last delivery. The held groups, recovered through fed copies,
+forget their states once the shards committed past every fed copy.
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
     return Resharded(settings, changed, sink, states, produced)
 
 
+def forgotten(r: Resharded) -> bool:
+    """Every group recovered, none dead-lettered: no state is left (the held groups' states, whose
+    consumed marks are their copies' places in the old RQ storage topic, included)."""
+    return all(r.states.get(g) is None for g in r.produced)
+
+
 async def test_partition_change_then_change_shards_feeds_old_rq(
     stack: Settings, metadata: MetadataStore, unique: str
 ) -> None:
@@ -128,6 +135,7 @@ async def test_partition_change_then_change_shards_feeds_old_rq(
     async with running_shards(r.settings, r.sub, metadata, endpoint=r.sink, states=r.states) as runners:
         await wait_until(lambda: r.sink.count() >= 450, 60, "every message")
         fed = sum(runner.stats.fed for runner in runners)
+        await wait_until(lambda: forgotten(r), 30, "the states of the groups recovered through fed copies")
     assert fed > 0
     for g, seqs in r.produced.items():
         assert r.sink.delivered[g] == seqs, g
@@ -146,5 +154,7 @@ async def test_a_shard_cut_while_feeding_feeds_again_after_its_restart(
             60,
             "every message",
         )
+        # forgotten only once the copies fed twice were read: else delivered again, out of order
+        await wait_until(lambda: forgotten(r), 30, "the states of the groups recovered through fed copies")
     for g, seqs in r.produced.items():
         assert last_delivery_order(r.sink.delivered[g]) == seqs, g

@@ -79,17 +79,32 @@ async def test_a_mark_in_an_earlier_mq_storage_topic_has_passed() -> None:
     assert states.get("g") is None
 
 
-async def test_a_group_recovered_through_fed_copies_keeps_its_state() -> None:
+async def test_a_group_recovered_through_fed_copies_keeps_its_state_until_they_are_passed() -> None:
     """Its consumed mark is its copy's place in the old RQ storage topic: a copy fed twice (a
     feeder cut and restarted) may still wait in the new one above the committed offset, and only
-    that mark skips it. Forgotten, the group delivered it again after its later messages."""
+    that mark skips it. Forgotten then, the group delivered it again after its later messages."""
     states = MemoryStates()
     states.put("g", _recovered_through(OLD))
     runner = _runner(states)
+    runner._fed_below = (NEW, [1_001] * 4)  # fed copies may lie up to offset 1,000
     await runner._forget_settled()
     kept = states.get("g")
-    assert kept is not None and states.to_check() == []
+    assert kept is not None and runner.stats.forgotten == 0
     assert decide_retry(kept, (NEW, 3), (OLD, 10), OnDlq.BLOCK_GROUP) is Action.SKIP
+    assert states.to_check() == ["g"]  # judged again after the next commit
+    rq = _topic(SUB.rq_topic).storage_topics[NEW]
+    runner._committed[TopicPartition(rq.name, partition_for("g", rq.partitions, 1))] = 1_001
+    await runner._forget_settled()
+    assert states.get("g") is None and runner.stats.forgotten == 1
+
+
+async def test_fed_copies_are_passed_once_the_shard_reads_a_later_rq_storage_topic() -> None:
+    states = MemoryStates()
+    states.put("g", _recovered_through(OLD))
+    runner = _runner(states)
+    runner._fed_below = (OLD, [5_000] * 2)  # the copies went to a storage topic left since
+    await runner._forget_settled()
+    assert states.get("g") is None
 
 
 async def test_nothing_is_forgotten_while_old_rq_partitions_are_fed() -> None:
