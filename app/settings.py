@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     # Composite topics.
     metadata_topic: str = Field(default=DEFAULT_METADATA_TOPIC, validation_alias="COMPOSITE_METADATA_TOPIC")
     metadata_refresh_s: float = Field(default=2.0, gt=0, validation_alias="COMPOSITE_METADATA_REFRESH_S")
+    # How far apart the clocks of the hosts that switch produce pointers and of the readers may
+    # be: a reader starting up judges the switch grace on the switch time the definition records.
+    clock_skew_s: float = Field(default=30.0, ge=0, validation_alias="COMPOSITE_CLOCK_SKEW_S")
     max_group_id_bytes: int = Field(default=256, ge=1, validation_alias="MAX_GROUP_ID_BYTES")
     max_payload_bytes: int = Field(default=1_048_576, ge=1, validation_alias="MAX_PAYLOAD_BYTES")
 

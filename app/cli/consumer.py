@@ -104,6 +104,7 @@ def run(
         bootstrap=get_settings().bootstrap,
         metadata_topic=get_settings().metadata_topic,
         replication_factor=get_settings().kafka_replication_factor,
+        clock_skew_s=get_settings().clock_skew_s,
         key_of=key_from_header(key_header) if key_header else record_key,
         concurrency=concurrency,
         global_in_flight=global_in_flight,

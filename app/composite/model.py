@@ -124,10 +124,12 @@ class CompositeTopic:
         switched = now_ms if pointer != self.produce_pointer else self.switched_at_ms
         return replace(self, produce_pointer=pointer, version=self.version + 1, switched_at_ms=switched)
 
-    def switched_within(self, now_ms: int, grace_s: float) -> bool:
+    def switched_within(self, now_ms: int, grace_s: float, clock_skew_s: float = 0.0) -> bool:
         """Did the produce pointer move less than `grace_s` before `now_ms`? (Producers holding the
-        older definition may still write the storage topics it left.)"""
-        return now_ms - self.switched_at_ms < grace_s * 1000
+        older definition may still write the storage topics it left.) The switch time is read on
+        the clock of the host that switched: `now_ms`'s clock may run up to `clock_skew_s` ahead
+        of it, which would make the switch look older than it is."""
+        return now_ms - self.switched_at_ms < (grace_s + clock_skew_s) * 1000
 
     def storage(self, read_pointer: int, partition: int | None = None) -> StorageTopic:
         """The storage topic for Consume(r, p', offset); refuses pointers out of range."""

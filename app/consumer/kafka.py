@@ -200,7 +200,9 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self._source = await asyncio.to_thread(resolve_source, s, store)
         self._topics = [*self._source.topics, s.retry_topic]
         # Producers may still write what a recent switch left: `_follow_source` waits the grace.
-        recent = self._source.composite.switched_within(int(time.time() * 1000), s.switch_grace_s)
+        recent = self._source.composite.switched_within(
+            int(time.time() * 1000), s.switch_grace_s, s.clock_skew_s
+        )
         while not recent and may_leave(self._source.composite, self.read_idx):
             drained = await asyncio.to_thread(drained_facts, s, self._source, self.read_idx)
             idx = self._source.read_index(self.read_idx, drained)

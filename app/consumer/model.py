@@ -145,6 +145,9 @@ class ConsumerSettings:
     metadata_topic: str = DEFAULT_METADATA_TOPIC  # where composite topics are defined
     replication_factor: int = 1  # of the topics the consumer creates (its own, the metadata topic)
     switch_grace_s: float = 5.0  # after a produce-pointer switch, before leaving a drained storage topic
+    # how far this host's clock may run ahead of the one that switched (a start judges the grace
+    # on the switch time the definition records)
+    clock_skew_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -162,8 +165,8 @@ class ConsumerSettings:
             )
         if not self.bootstrap:
             raise InvalidInput("consumer bootstrap is empty")
-        if self.switch_grace_s < 0:
-            raise InvalidInput("switch_grace_s must not be negative")
+        if self.switch_grace_s < 0 or self.clock_skew_s < 0:
+            raise InvalidInput("switch_grace_s and clock_skew_s must not be negative")
         if self.replication_factor < 1:
             raise InvalidInput("replication_factor must be at least 1")
         if self.concurrency < 1 or self.buffered < 1:

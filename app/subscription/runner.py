@@ -323,7 +323,7 @@ class ShardRunner:
         every shard drained it (as change-shards waits for), the rest of the chain only has to
         suit this shard count."""
         topic = self._topic(reader)
-        if topic.switched_within(int(time.time() * 1000), reader.grace_s):
+        if topic.switched_within(int(time.time() * 1000), reader.grace_s, self.settings.clock_skew_s):
             return  # producers may still write what the pointer just left: `_maybe_advance` waits
         while may_leave(topic, reader.idx):
             drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}

@@ -2,9 +2,13 @@
 pointer just left while producers holding the old definition may still write it (the switch grace,
 measured from the switch the definition records). Before, only the running shard waited the
 grace: a restart skipped the drained topic at once, and what a stale producer wrote there next was
-never delivered."""
+never delivered. The same holds when the switching host's clock runs behind the reader's."""
 
 from __future__ import annotations
+
+import time
+
+import pytest
 
 from app.composite.model import CompositeTopic
 from app.composite.producer import CompositeProducer
@@ -33,9 +37,13 @@ class _Stale:
         """Nothing to close."""
 
 
+@pytest.mark.parametrize("switcher_behind_s", [0, 20])
 async def test_a_restart_right_after_a_switch_still_reads_what_stale_producers_write(
-    stack: Settings, metadata: MetadataStore, unique: str
+    stack: Settings, metadata: MetadataStore, unique: str, switcher_behind_s: int
 ) -> None:
+    """With `switcher_behind_s`, the host that switches has a clock that many seconds behind this
+    one (beyond the grace, within COMPOSITE_CLOCK_SKEW_S): the switch it records looks older than
+    it is."""
     topic = f"grace-{unique}"
     metadata.create(topic, 2)
     produce(stack, metadata, topic, range(20))
@@ -46,7 +54,7 @@ async def test_a_restart_right_after_a_switch_still_reads_what_stale_producers_w
         await wait_until(lambda: endpoint.count() >= 20, 60, "the first storage topic delivered")
     before = metadata.get(topic)
     metadata.add_storage_topic(topic, 2)
-    metadata.switch_produce(topic)
+    metadata.put(metadata.get(topic).switch_produce(int(time.time() * 1000) - switcher_behind_s * 1000))
     # The shard starts again at once; a producer that has not seen the switch writes the old topic.
     async with running_shards(stack, sub, metadata, endpoint) as (runner,):
         await wait_until(

@@ -122,6 +122,10 @@ def test_a_switch_records_when_the_pointer_moved() -> None:
     switched = topic.switch_produce(now_ms=1_000_000)
     assert switched.switched_at_ms == 1_000_000
     assert switched.switched_within(1_004_999, 5.0) and not switched.switched_within(1_005_000, 5.0)
+    # a reader whose clock may run up to 30 s ahead of the switcher's waits as long again
+    assert switched.switched_within(1_034_999, 5.0, 30.0) and not switched.switched_within(
+        1_035_000, 5.0, 30.0
+    )
     assert switched.switch_produce(now_ms=2_000_000).switched_at_ms == 1_000_000  # at the last: no move
     assert CompositeTopic.from_json(switched.to_json()) == switched
     older = switched.to_json()

@@ -4,6 +4,8 @@ across a switch, and the copy's move to the next storage topic on the group's dr
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app.composite.advance import Drained
@@ -191,3 +193,22 @@ async def test_the_grace_period_runs_from_when_the_switch_is_seen(monkeypatch: p
 
     await async_wait_until(moved_on, 10, "the copy to move on once the grace period passed", poll_s=0.05)
     assert copy._switch_seen_at is None
+
+
+@pytest.mark.parametrize(("clock_skew_s", "starts_at"), [(30.0, 0), (0.0, 1)])
+async def test_a_start_allows_for_a_switcher_clock_behind_its_own(
+    monkeypatch: pytest.MonkeyPatch, clock_skew_s: float, starts_at: int
+) -> None:
+    """The switch was 20 s ago on the switching host's clock, which runs 20 s behind this one:
+    a start that took the recorded time at its word would leave orders.0 at once, while producers
+    holding the old pointer may still write it. Allowed 30 s of clock skew, it stays and waits the
+    grace on its own clock (`_follow_source`)."""
+    monkeypatch.setattr(adapter, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
+
+    async def handle(message: Message) -> None:
+        return None
+
+    switched = chain(4, 4).switch_produce(now_ms=int(time.time() * 1000) - 20_000)
+    copy = KeyedConsumer(composite_settings(switch_grace_s=5.0, clock_skew_s=clock_skew_s), handle)
+    await copy._start_composite(_Store(switched))  # type: ignore[arg-type]
+    assert copy.read_idx == starts_at
