@@ -176,6 +176,12 @@ class Settings(BaseSettings):
     )
     subscription_max_in_flight: int = Field(default=64, ge=1, validation_alias="SUBSCRIPTION_MAX_IN_FLIGHT")
     subscription_batch_max: int = Field(default=30_000, ge=1, validation_alias="SUBSCRIPTION_BATCH_MAX")
+    # After feeding old RQ partitions ended, how long a shard waits before it dates where the fed
+    # copies end: a replaced feeder's producer may still deliver copies it was handed until their
+    # delivery timeout (librdkafka's message.timeout.ms, 300 s) has passed.
+    subscription_fed_settle_s: float = Field(
+        default=330.0, ge=0, validation_alias="SUBSCRIPTION_FED_SETTLE_S"
+    )
 
     @property
     def embedded_kafka(self) -> bool:

@@ -165,8 +165,8 @@ class ConsumerSettings:
             )
         if not self.bootstrap:
             raise InvalidInput("consumer bootstrap is empty")
-        if self.switch_grace_s < 0 or self.clock_skew_s < 0:
-            raise InvalidInput("switch_grace_s and clock_skew_s must not be negative")
+        if not (self.switch_grace_s >= 0 and self.clock_skew_s >= 0):  # NaN too
+            raise InvalidInput("switch_grace_s and clock_skew_s must be numbers, not negative")
         if self.replication_factor < 1:
             raise InvalidInput("replication_factor must be at least 1")
         if self.concurrency < 1 or self.buffered < 1:

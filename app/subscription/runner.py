@@ -10,6 +10,7 @@ producers still holding the old pointer), so a group's order holds across Switch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict, deque
@@ -106,6 +107,7 @@ class ShardRunner:
         # Every copy fed from old RQ storage topics lies below these: (the RQ storage topic the
         # producers wrote to, its end offset per partition), taken once feeding was over.
         self._fed_below: tuple[int, list[int]] | None = None
+        self._feed_over_seen_at: float | None = None  # time.monotonic() when first asked
         self.delivery = Delivery(
             settings,
             sub,
@@ -321,10 +323,23 @@ class ShardRunner:
         """Start past the drained storage topics, but (MQ) not where groups change shards while
         another shard may still deliver the topic before: the gate `_maybe_advance` keeps. Once
         every shard drained it (as change-shards waits for), the rest of the chain only has to
-        suit this shard count."""
+        suit this shard count.
+
+        Producers may still write what the pointer just left, for the grace after the switch. A
+        switch the definition dates (on the switching host's clock) within the grace plus the
+        clock skew allowed is waited out on this host's own clock: the switch is older than this
+        read of it, so one grace from now covers it. Deciding only then (rather than leaving the
+        move to `_maybe_advance`, whose gate holds where groups change shards) lets a shard
+        restarted right after a switch still start past a storage topic every shard drained."""
         topic = self._topic(reader)
-        if topic.switched_within(int(time.time() * 1000), reader.grace_s, self.settings.clock_skew_s):
-            return  # producers may still write what the pointer just left: `_maybe_advance` waits
+        while topic.switched_within(int(time.time() * 1000), reader.grace_s, self.settings.clock_skew_s):
+            seen = topic.switched_at_ms
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), reader.grace_s)
+                return
+            topic = await asyncio.to_thread(self.metadata.get, reader.name)
+            if topic.switched_at_ms == seen:  # no switch since: its grace has passed
+                break
         while may_leave(topic, reader.idx):
             drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
             idx = read_index(topic, reader.idx, drained)
@@ -545,8 +560,15 @@ class ShardRunner:
         left? A fed copy keeps its original place, in the old topic, as the group's mark, and a
         copy fed twice (a feeder cut and restarted) waits above the first, where only that mark
         skips it. Feeding is over when this is asked (not while old partitions are fed), so every
-        fed copy lies below the end offsets of the storage topic the RQ producers write to now."""
+        fed copy lies below the end offsets of the storage topic the RQ producers write to, once
+        SUBSCRIPTION_FED_SETTLE_S has passed: a feeder replaced meanwhile (its slot revoked, its
+        task cancelled) may have handed copies to its producer, which still delivers them later."""
         if self._fed_below is None:
+            now = time.monotonic()
+            if self._feed_over_seen_at is None:
+                self._feed_over_seen_at = now
+            if now - self._feed_over_seen_at < self.settings.subscription_fed_settle_s:
+                return False
             # the definition as written, not the cached one: no producer wrote past its pointer
             topic = await asyncio.to_thread(self.metadata.get, self.sub.rq_topic)
             storage = topic.storage_topics[topic.produce_pointer]

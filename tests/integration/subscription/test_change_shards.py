@@ -99,7 +99,8 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
         # 100 attempts outlast any first session
         retry=RetryPolicy(max_attempts=100, min_backoff_s=3.0, max_backoff_s=3.0),
     )
-    settings = stack.model_copy(update={"metadata_refresh_s": 0.5})
+    # no feeder is replaced while it runs here: the fed copies' end is dated as soon as asked
+    settings = stack.model_copy(update={"metadata_refresh_s": 0.5, "subscription_fed_settle_s": 0.0})
     sink = HeldGroups(transient)
     states = MemoryStates()
     clean = sum(len(produced[g]) for g in groups if g not in transient)

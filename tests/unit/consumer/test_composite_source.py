@@ -212,3 +212,11 @@ async def test_a_start_allows_for_a_switcher_clock_behind_its_own(
     copy = KeyedConsumer(composite_settings(switch_grace_s=5.0, clock_skew_s=clock_skew_s), handle)
     await copy._start_composite(_Store(switched))  # type: ignore[arg-type]
     assert copy.read_idx == starts_at
+
+
+@pytest.mark.parametrize("field", ["switch_grace_s", "clock_skew_s"])
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_a_grace_or_skew_that_is_negative_or_not_a_number_is_refused(field: str, value: float) -> None:
+    """NaN compared as no switch ever recent: a start left the drained topic at once."""
+    with pytest.raises(InvalidInput, match="must be numbers, not negative"):
+        composite_settings(**{field: value})

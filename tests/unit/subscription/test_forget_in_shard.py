@@ -3,15 +3,20 @@ the storage topics it reads (ShardRunner._forget_settled on in-memory states; no
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from aiokafka import TopicPartition
 
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.routing import partition_for
 from app.settings import Settings
+from app.subscription import runner as runner_module
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, OnDlq, Subscription
 from app.subscription.runner import ShardRunner
 from app.subscription.state import Action, GroupState, MessageState, decide_retry, on_delivered, on_sidelined
+from tests.support.waiting import async_wait_until
 
 OLD, NEW = 0, 1  # storage topic indexes: before and after a shard-count change
 SUB = Subscription("s", "mq", EndpointSpec("callable", "x"))
@@ -114,3 +119,33 @@ async def test_nothing_is_forgotten_while_old_rq_partitions_are_fed() -> None:
     runner._feed_all = [TopicPartition(f"{SUB.rq_topic}.0", 0)]
     await runner._forget_settled()
     assert states.get("g") is not None
+
+
+async def test_where_fed_copies_end_is_dated_only_once_replaced_feeders_delivered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A feeder replaced while it ran may have handed copies to its producer, which delivers them
+    until their delivery timeout: the end offsets are read only SUBSCRIPTION_FED_SETTLE_S after
+    feeding was first seen over, and until then the state is kept and judged again."""
+    asked: list[tuple[float, list[tuple[str, int]]]] = []
+
+    def ends(bootstrap: str, places: list[tuple[str, int]]) -> list[int]:
+        asked.append((time.monotonic(), places))
+        return [500] * len(places)
+
+    monkeypatch.setattr(runner_module, "true_end_offsets", ends)
+    states = MemoryStates()
+    states.put("g", _recovered_through(OLD))
+    runner = _runner(states)
+    runner.settings = Settings(subscription_fed_settle_s=0.5)
+    first = time.monotonic()
+    await runner._forget_settled()
+    assert states.get("g") is not None and states.to_check() == ["g"] and asked == []
+
+    async def forgotten() -> bool:
+        await runner._forget_settled()  # as after each commit
+        return states.get("g") is None  # committed at 1,000, past the end of 500
+
+    await async_wait_until(forgotten, 10, "the state forgotten once the settle time passed", poll_s=0.05)
+    assert len(asked) == 1 and asked[0][0] - first >= 0.5
+    assert asked[0][1] == [(f"{SUB.rq_topic}.1", p) for p in range(4)]  # the RQ topic at the pointer
