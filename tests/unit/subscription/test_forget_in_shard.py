@@ -43,6 +43,12 @@ def _runner(states: MemoryStates) -> ShardRunner:
     return runner
 
 
+def _commit_rq(runner: ShardRunner, group: str, offset: int) -> None:
+    """The shard committed `offset` on `group`'s partition of the RQ storage topic it reads."""
+    storage = _topic(SUB.rq_topic).storage_topics[NEW]
+    runner._committed[TopicPartition(storage.name, partition_for(group, storage.partitions, 1))] = offset
+
+
 def _delivered(state: GroupState | None, main: tuple[int, int], at: tuple[int, int]) -> GroupState:
     new = on_delivered(state, main, MessageState.at(main, at))
     assert new is not None
@@ -68,8 +74,7 @@ async def test_a_group_whose_marks_the_commits_have_not_passed_keeps_its_state()
     states = MemoryStates()
     states.put("g", _recovered_through(NEW))
     runner = _runner(states)
-    storage = _topic(SUB.rq_topic).storage_topics[NEW]
-    runner._committed[TopicPartition(storage.name, partition_for("g", storage.partitions, 1))] = 10
+    _commit_rq(runner, "g", 10)
     await runner._forget_settled()
     assert states.get("g") is not None and runner.stats.forgotten == 0
     assert states.to_check() == ["g"]  # judged again after the next commit
@@ -97,8 +102,7 @@ async def test_a_group_recovered_through_fed_copies_keeps_its_state_until_they_a
     assert kept is not None and runner.stats.forgotten == 0
     assert decide_retry(kept, (NEW, 3), (OLD, 10), OnDlq.BLOCK_GROUP) is Action.SKIP
     assert states.to_check() == ["g"]  # judged again after the next commit
-    rq = _topic(SUB.rq_topic).storage_topics[NEW]
-    runner._committed[TopicPartition(rq.name, partition_for("g", rq.partitions, 1))] = 1_001
+    _commit_rq(runner, "g", 1_001)
     await runner._forget_settled()
     assert states.get("g") is None and runner.stats.forgotten == 1
 
