@@ -32,8 +32,8 @@ import time
 from confluent_kafka import Message as KafkaMessage
 
 from app.consumer import ConsumerSettings, KeyedConsumer, Message
-from app.consumer.engine import Engine
-from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.engine import LibraryEngine
+from app.ordered.memory import MemoryQueues, MemoryStateLog
 
 TOPIC = "orders"
 BATCH = 1_000
@@ -78,7 +78,7 @@ def wire(consumer: KeyedConsumer, partitions: int) -> None:
     consumer._shares = None
     for _ in range(s.concurrency):
         consumer._spawn_worker()
-    consumer._engine = Engine(s, consumer._handler, MemoryStateLog(), MemoryQueues())
+    consumer._engine = LibraryEngine(s, consumer._handler, MemoryStateLog(), MemoryQueues())
     consumer._owned.update(range(partitions))
 
 

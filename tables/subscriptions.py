@@ -24,7 +24,7 @@ import orjson
 from app.crashpoints import crash_point
 from app.settings import Settings
 from app.subscription.memory import MemoryStates
-from app.subscription.state import GroupState
+from app.ordered.rules import GroupState
 from app.subscription.statelog import TABLE_NAME, scan_states, state_key
 
 __all__ = ["GroupStateTable", "SlotStates"]

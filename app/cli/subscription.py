@@ -6,9 +6,10 @@ import click
 
 from app.cli.common import HubstreamGroup, echo_json
 from app.composite.store import MetadataStore
+from app.ordered.policy import Backoff, OnDlq, RetryPolicy
 from app.settings import get_settings
 from app.subscription import ops
-from app.subscription.model import Backoff, EndpointSpec, OnDlq, RetryPolicy, Status
+from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
 from app.subscription.unsideline import unsideline

@@ -19,8 +19,8 @@ from app.kafka.admin import KafkaAdmin, true_end_offsets
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
-from app.subscription.errors import UndecodableMessage
-from app.subscription.records import decode_internal, header_map, user_headers
+from app.ordered.errors import UndecodableMessage
+from app.ordered.records import decode_internal, header_map, user_headers
 
 __all__ = ["ask_owner", "changelog_states", "dead_letters", "key_state", "members"]
 

@@ -32,7 +32,7 @@ from confluent_kafka import Message as KafkaMessage
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
 from app.consumer.eager import Suspended, resume, start
-from app.consumer.engine import KEY_HEADER, Engine, Record, Work
+from app.consumer.engine import KEY_HEADER, LibraryEngine, Record
 from app.consumer.heartbeats import Heartbeats
 from app.consumer.key_questions import KeyQuestions
 from app.consumer.model import ConsumerSettings, Handler, Message, record_key
@@ -52,10 +52,11 @@ from app.kafka.consuming import group_member
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.kafka.sequence import SequenceGuard
-from app.subscription.errors import UndecodableMessage
-from app.subscription.orphans import Copy, Queue
-from app.subscription.records import decode_internal, header_map
-from app.subscription.state import forgettable, settled
+from app.ordered.errors import UndecodableMessage
+from app.ordered.orphans import Copy, Queue
+from app.ordered.records import decode_internal, header_map
+from app.ordered.rules import forgettable, settled
+from app.ordered.work import Work
 
 __all__ = ["KeyedConsumer"]
 
@@ -141,7 +142,9 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             self._spawn_worker()
         self._producer = AsyncProducer(s.bootstrap, name=s.name)
         self._states = KafkaStateLog(s, self._producer)
-        self._engine = Engine(s, self._handler, self._states, KafkaQueues(s, self._producer, self._states))
+        self._engine = LibraryEngine(
+            s, self._handler, self._states, KafkaQueues(s, self._producer, self._states)
+        )
         consumer = group_member(
             s.bootstrap,
             s.name,
@@ -788,7 +791,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             self.stats.delivered += 1
 
     def _fresh(self, item: Item) -> Message | None:
-        """The message to hand the handler straight away: its key has no state (`Engine.fresh`)."""
+        """The message to hand the handler straight away: its key has no state (`LibraryEngine.fresh`)."""
         head, _, lane, idx = item
         if isinstance(head, Work):
             return self._engine.fresh(head)

@@ -12,7 +12,6 @@ from collections import deque
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-from app.consumer.engine import Work
 from app.consumer.inspect import changelog_states
 from app.consumer.model import ConsumerSettings, message_id
 from app.consumer.owner import InFlight, LaneSet, Request, decode_request, encode_reply, owner_answer
@@ -23,7 +22,8 @@ from app.crashpoints import crash_point
 from app.errors import HubstreamError
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import AsyncProducer
-from app.subscription.state import GroupState
+from app.ordered.rules import GroupState
+from app.ordered.work import Work
 
 __all__ = ["KeyQuestions"]
 

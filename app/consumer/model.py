@@ -13,8 +13,8 @@ from typing import NamedTuple, Protocol
 
 from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import DEFAULT_METADATA_TOPIC
-from app.subscription.model import OnDlq, RetryPolicy
 
 __all__ = [
     "ConsumerSettings",

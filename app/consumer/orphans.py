@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.consumer.engine import KEY_HEADER, StateLog
-from app.subscription.errors import UndecodableMessage
-from app.subscription.orphans import Copy, Queue, adopt
-from app.subscription.records import Headers, decode_internal, header_map
-from app.subscription.state import MessageState
+from app.consumer.engine import KEY_HEADER
+from app.ordered.errors import UndecodableMessage
+from app.ordered.orphans import Copy, Queue, adopt
+from app.ordered.ports import GroupStates
+from app.ordered.records import Headers, decode_internal, header_map
+from app.ordered.rules import MessageState
 
 __all__ = ["DLQ_MARK_KEY", "DlqMark", "adopt_copies", "copy_at"]
 
@@ -39,7 +40,7 @@ def copy_at(queue: Queue, offset: int, headers: Headers | None) -> Copy | None:
     return Copy(queue, key.decode("utf-8", "replace"), meta, MessageState.at(meta.main, (0, offset)))
 
 
-async def adopt_copies(states: StateLog, partition: int, copies: Iterable[Copy]) -> int:
+async def adopt_copies(states: GroupStates, partition: int, copies: Iterable[Copy]) -> int:
     """Record each copy its key's state lacks (durably); returns how many were adopted."""
     adopted = 0
     for copy in copies:

@@ -26,7 +26,7 @@ import orjson
 from app.composite.routing import partition_for
 from app.consumer.source import Source
 from app.errors import HubstreamError
-from app.subscription.state import GroupState
+from app.ordered.rules import GroupState
 
 __all__ = [
     "REQUEST_MAX_AGE_MS",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Message as KafkaMessage
 
 if TYPE_CHECKING:
-    from app.consumer.engine import Work
+    from app.ordered.work import Work
 
 __all__ = ["TP", "Commit", "Item", "Lane", "OnLoop"]
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Sequence
 
 import orjson
 
-from app.consumer.engine import Work
 from app.consumer.model import ConsumerSettings
 from app.consumer.orphans import DLQ_MARK_KEY, DlqMark
 from app.crashpoints import crash_point
-from app.kafka.producing import AsyncProducer
+from app.kafka.producing import AsyncProducer, RecordRefused
 from app.kafka.reading import read_from
-from app.subscription.state import GroupState
+from app.ordered.errors import CopyRefused
+from app.ordered.rules import GroupState, Position
+from app.ordered.work import Work
+
+Headers = Sequence[tuple[str, bytes]]
 
 __all__ = ["KafkaQueues", "KafkaStateLog"]
 
@@ -119,16 +122,19 @@ class KafkaQueues:
         self.producer = producer
         self.states = states
 
-    async def to_retry(self, work: Work, headers: Any) -> int:
-        delivered = await self.producer.send(
-            self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
-        )
+    async def to_retry(self, work: Work, headers: Headers) -> Position:
+        try:
+            delivered = await self.producer.send(
+                self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
+            )
+        except RecordRefused as exc:
+            raise CopyRefused(str(exc)) from exc
         crash_point(
             "consumer.retry.confirmed"
         )  # the copy is in the retry topic; the key's state does not say so
-        return delivered.offset
+        return (0, delivered.offset)
 
-    async def to_dlq(self, work: Work, headers: Any) -> int:
+    async def to_dlq(self, work: Work, headers: Headers) -> Position:
         mark = self.states.dlq_marks.get(work.partition)
         if mark is not None:
             mark.sending()
@@ -136,11 +142,13 @@ class KafkaQueues:
             delivered = await self.producer.send(
                 self.settings.dlq_topic, work.partition, work.record.key, work.record.value, headers
             )
-        except BaseException:
+        except BaseException as exc:
             if mark is not None:
                 mark.failed()
+            if isinstance(exc, RecordRefused):
+                raise CopyRefused(str(exc)) from exc
             raise
         if mark is not None:  # an undecodable record's copy is recorded in no key state
             mark.confirmed(delivered.offset, needs_state=not work.undecodable)
         crash_point("consumer.dlq.confirmed")
-        return delivered.offset
+        return (0, delivered.offset)

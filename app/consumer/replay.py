@@ -29,10 +29,10 @@ from app.errors import ConflictError
 from app.kafka.admin import KafkaAdmin
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
-from app.subscription.errors import UndecodableMessage
-from app.subscription.records import InternalMeta, decode_internal, encode_internal, header_map
+from app.ordered.errors import UndecodableMessage
+from app.ordered.records import InternalMeta, decode_internal, encode_internal, header_map
+from app.ordered.rules import GroupState, MessageState, on_unsidelined
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
-from app.subscription.state import GroupState, MessageState, on_unsidelined
 
 __all__ = ["ConsumerRunning", "replay_dead_letters"]
 

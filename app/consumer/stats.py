@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.consumer.engine import Outcome
 from app.consumer.model import Handler, Message
+from app.ordered.engine import Outcome
 
 __all__ = ["ConsumerStats", "Counted"]
 

@@ -43,13 +43,14 @@ from app.flow.readback import (
     subscription_topics,
 )
 from app.flow.watch import FLOW_STAGES, FlowWatch
+from app.ordered.policy import RetryPolicy
 from app.progress import StageFigures, Stages, stage_timeline
 from app.settings import Settings
 from app.stack import stack_up
 from app.stack.process import ManagedProcess
 from app.stack.services import broker_process, start_workers, web_answers
 from app.subscription import ops
-from app.subscription.model import EndpointSpec, RetryPolicy, Status
+from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.waiting import poll_until
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from app.composite.store import MetadataStore
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.reading import read_from, read_to_end
+from app.ordered.errors import UndecodableMessage
+from app.ordered.records import decode_internal
 from app.settings import Settings
-from app.subscription.errors import UndecodableMessage
-from app.subscription.records import decode_internal
 from app.subscription.registry import SubscriptionRegistry
 
 __all__ = [

@@ -19,10 +19,11 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from app.subscription.delivery import Delivery, Item, run_together
+from app.ordered.rules import Action, GroupState, on_delivered
+from app.ordered.work import Work
+from app.subscription.delivery import Delivery, run_together
 from app.subscription.endpoints import BatchSink
 from app.subscription.errors import EndpointUnavailable
-from app.subscription.state import Action, GroupState, on_delivered
 
 __all__ = ["BatchDelivery"]
 
@@ -36,23 +37,24 @@ class BatchDelivery:
         self.batch_max = batch_max
         self.timeout_s = timeout_s
 
-    async def process(self, items: list[Item]) -> None:
+    async def process(self, items: list[Work]) -> None:
         pending = items
         while pending:
             pending = await self._round(pending)
 
-    async def _round(self, items: list[Item]) -> list[Item]:
+    async def _round(self, items: list[Work]) -> list[Work]:
         d = self.delivery
-        by_group: dict[str, list[Item]] = defaultdict(list)
+        engine = d.engine
+        by_group: dict[str, list[Work]] = defaultdict(list)
         for item in items:
-            by_group[item.group_id].append(item)
-        batch: dict[str, list[Item]] = {}
-        deferred: dict[str, list[Item]] = {}
+            by_group[item.ordering_key].append(item)
+        batch: dict[str, list[Work]] = {}
+        deferred: dict[str, list[Work]] = {}
         slow: list[str] = []
         room = self.batch_max
         for group, group_items in by_group.items():
             # Fast path: a group without state whose items are all decodable MQ records is deliverable.
-            if d.states.get(group) is None and all(not i.from_rq and not i.undecodable for i in group_items):
+            if d.states.get(group) is None and all(i.meta is None and not i.undecodable for i in group_items):
                 take = group_items[:room]
                 if take:
                     batch[group] = take
@@ -64,26 +66,26 @@ class BatchDelivery:
 
         async def plan(group: str) -> None:
             nonlocal room
-            chosen: list[Item] = []
+            chosen: list[Work] = []
             speculative: GroupState | None = None
             for i, item in enumerate(by_group[group]):
                 if item.undecodable:
                     if chosen:  # keep read order: handle it after the batch
                         deferred[group] = by_group[group][i:]
                         break
-                    await d.undecodable(item)
+                    d.stats.count(await engine.undecodable(item))
                     continue
                 state = speculative if chosen else d.states.get(group)
-                action = d.decide(item, state)
+                action = engine.decide(item, state)
                 if action is Action.DELIVER and room > 0:
                     chosen.append(item)
                     room -= 1
-                    speculative = on_delivered(state, item.main, item.read, d.generation)
+                    speculative = on_delivered(state, item.main, item.read, engine.generation)
                 elif chosen or action is Action.DELIVER:
                     deferred[group] = by_group[group][i:]  # decided after the batch's outcomes
                     break
                 else:
-                    await d.not_delivered(item, action)
+                    d.stats.count(await engine.not_delivered(item, action))
             if chosen:
                 batch[group] = chosen
 
@@ -91,22 +93,23 @@ class BatchDelivery:
         if not batch:
             return [i for g in deferred.values() for i in g]
         outcomes = await self._call([i for g in batch.values() for i in g])
-        again: dict[str, list[Item]] = {}
-        troubled: list[tuple[str, list[Item], list[BaseException | None]]] = []
+        again: dict[str, list[Work]] = {}
+        troubled: list[tuple[str, list[Work], list[BaseException | None]]] = []
         for group, group_items in batch.items():
             results = [outcomes[id(i)] for i in group_items]
             if all(r is None for r in results):
                 for item in group_items:
-                    d.delivered(item)
+                    d.stats.count(await engine.delivered(item))
             else:
                 troubled.append((group, group_items, results))
 
-        async def settle(group: str, group_items: list[Item], results: list[BaseException | None]) -> None:
+        async def settle(group: str, group_items: list[Work], results: list[BaseException | None]) -> None:
             for n, (item, result) in enumerate(zip(group_items, results, strict=True)):
                 if result is None:
-                    d.delivered(item)
+                    d.stats.count(await engine.delivered(item))
                     continue
-                await d.failed(item, result)
+                d.stats.failures += 1
+                d.stats.count(await engine.failed(item, result))
                 later = group_items[n + 1 :]
                 if any(r is None for r in results[n + 1 :]):
                     log.error(
@@ -114,18 +117,18 @@ class BatchDelivery:
                         "they are handled again behind it (duplicates)",
                         d.sub.name,
                         group,
-                        item.delivery_meta().message_id,
+                        d.message(item).message_id,
                     )
                 again[group] = later
                 return
 
         await run_together(settle(*t) for t in troubled)
-        nxt: list[Item] = []
+        nxt: list[Work] = []
         for group in by_group:
             nxt += again.get(group, []) + deferred.get(group, [])
         return nxt
 
-    async def _call(self, items: list[Item]) -> dict[int, BaseException | None]:
+    async def _call(self, items: list[Work]) -> dict[int, BaseException | None]:
         d = self.delivery
         d.stats.batches += 1
         messages = [d.message(i) for i in items]

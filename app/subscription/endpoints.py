@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 
-from app.subscription.errors import DeliveryFailed, EndpointRejected, EndpointUnavailable, InvalidSubscription
+from app.ordered.errors import DeliveryFailed
+from app.subscription.errors import EndpointRejected, EndpointUnavailable, InvalidSubscription
 from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 
@@ -25,7 +26,6 @@ __all__ = [
     "Endpoint",
     "HttpEndpoint",
     "batch_sinks",
-    "failure_status",
     "open_batch_sink",
     "open_endpoint",
     "register_batch_sink",
@@ -71,10 +71,7 @@ def open_batch_sink(spec: EndpointSpec) -> BatchSink:
 
 
 class HttpFailure(DeliveryFailed):
-    """Base for failures carrying the HTTP status (None for timeouts and connection errors)."""
-
-    status: int | None = None
-    timed_out: bool = False
+    """Base for failures of an HTTP endpoint: `status` is None for timeouts and connection errors."""
 
 
 class HttpUnavailable(HttpFailure, EndpointUnavailable):
@@ -83,12 +80,6 @@ class HttpUnavailable(HttpFailure, EndpointUnavailable):
 
 class HttpRejected(HttpFailure, EndpointRejected):
     """The HTTP endpoint answered a 4xx other than 408/429."""
-
-
-def failure_status(exc: BaseException) -> tuple[int | None, bool]:
-    if isinstance(exc, HttpFailure):
-        return exc.status, exc.timed_out
-    return None, False
 
 
 class HttpEndpoint:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound, ServiceUnavailable
+from app.errors import ConflictError, InvalidInput, NotFound, ServiceUnavailable
+from app.ordered.errors import DeliveryFailed
 
 __all__ = [
-    "DeliveryFailed",
     "EndpointRejected",
     "EndpointUnavailable",
     "InternalTopicTaken",
@@ -13,7 +13,6 @@ __all__ = [
     "NotAttempted",
     "SubscriptionExists",
     "SubscriptionNotStopped",
-    "UndecodableMessage",
     "UnknownSubscription",
 ]
 
@@ -39,10 +38,6 @@ class SubscriptionNotStopped(ConflictError):
     """The operation needs the subscription stopped first."""
 
 
-class DeliveryFailed(HubstreamError):
-    """The endpoint did not take the message; `retriable` decides retry versus DLQ."""
-
-
 class EndpointUnavailable(DeliveryFailed, ServiceUnavailable):
     """The endpoint timed out or answered 408, 429 or 5xx; trying again may work."""
 
@@ -61,7 +56,3 @@ class NotAttempted(DeliveryFailed):
     """A batch sink did not try this message because an earlier one of its group failed in the batch."""
 
     retriable = True
-
-
-class UndecodableMessage(InvalidInput):
-    """A record on a subscription topic lacks a group id or required headers."""

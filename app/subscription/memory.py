@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.crashpoints import crash_point
-from app.subscription.state import GroupState
+from app.ordered.rules import GroupState
 
 __all__ = ["MemoryStates"]
 

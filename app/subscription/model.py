@@ -12,14 +12,12 @@ from enum import StrEnum
 from typing import Any
 
 from app.composite.model import check_partition_count
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.subscription.errors import InvalidSubscription
 
 __all__ = [
     "ENDPOINT_KINDS",
-    "Backoff",
     "EndpointSpec",
-    "OnDlq",
-    "RetryPolicy",
     "Status",
     "Subscription",
     "check_shard_count",
@@ -27,16 +25,6 @@ __all__ = [
 
 ENDPOINT_KINDS = ("http", "callable", "batch")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,150}$")
-
-
-class Backoff(StrEnum):
-    LINEAR = "linear"
-    EXPONENTIAL = "exponential"
-
-
-class OnDlq(StrEnum):
-    BLOCK_GROUP = "block_group"  # later messages of the group follow it to DLQ (default)
-    SKIP_FAILED = "skip_failed"  # later messages of the group go on
 
 
 class Status(StrEnum):
@@ -49,70 +37,6 @@ def check_shard_count(partitions: int, shard_count: int, what: str) -> None:
         raise InvalidSubscription(
             f"shard count {shard_count} does not divide the {partitions} partitions of {what}"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """`max_attempts` counts every delivery attempt, the first included (1 = never retry)."""
-
-    max_attempts: int = 3
-    backoff: Backoff = Backoff.EXPONENTIAL
-    min_backoff_s: float = 1.0
-    max_backoff_s: float = 60.0
-    retry_statuses: tuple[int, ...] = (408, 429)
-    retry_5xx: bool = True
-    retry_timeouts: bool = True
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_attempts <= 100:
-            raise InvalidSubscription("max_attempts must be between 1 and 100")
-        if not 0 <= self.min_backoff_s <= self.max_backoff_s <= 86_400:
-            raise InvalidSubscription("backoff needs 0 <= min_backoff_s <= max_backoff_s <= 86400")
-
-    def delay_s(self, failed_attempts: int) -> float:
-        """Wait before the next attempt after `failed_attempts` (>= 1) failures."""
-        n = max(1, failed_attempts)
-        raw = self.min_backoff_s * n if self.backoff is Backoff.LINEAR else self.min_backoff_s * 2 ** (n - 1)
-        return float(min(self.max_backoff_s, raw))
-
-    def is_retriable(
-        self, retriable_by_type: bool, status: int | None = None, timed_out: bool = False
-    ) -> bool:
-        """Retriable: timeouts, the listed statuses and 5xx per policy; otherwise the error type decides."""
-        if timed_out:
-            return self.retry_timeouts
-        if status is not None:
-            return status in self.retry_statuses or (self.retry_5xx and 500 <= status <= 599)
-        return retriable_by_type
-
-    def may_retry(self, failed_attempts: int) -> bool:
-        return failed_attempts < self.max_attempts
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "max_attempts": self.max_attempts,
-            "backoff": self.backoff.value,
-            "min_backoff_s": self.min_backoff_s,
-            "max_backoff_s": self.max_backoff_s,
-            "retry_statuses": list(self.retry_statuses),
-            "retry_5xx": self.retry_5xx,
-            "retry_timeouts": self.retry_timeouts,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RetryPolicy:
-        try:
-            return cls(
-                max_attempts=int(data.get("max_attempts", 3)),
-                backoff=Backoff(data.get("backoff", "exponential")),
-                min_backoff_s=float(data.get("min_backoff_s", 1.0)),
-                max_backoff_s=float(data.get("max_backoff_s", 60.0)),
-                retry_statuses=tuple(int(s) for s in data.get("retry_statuses", (408, 429))),
-                retry_5xx=bool(data.get("retry_5xx", True)),
-                retry_timeouts=bool(data.get("retry_timeouts", True)),
-            )
-        except (TypeError, ValueError) as exc:
-            raise InvalidSubscription(f"bad retry policy: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,14 +19,11 @@ from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.consuming import offset_client
 from app.kafka.reading import read_from
-from app.subscription.errors import (
-    InternalTopicTaken,
-    InvalidSubscription,
-    SubscriptionExists,
-    UndecodableMessage,
-)
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Status, Subscription
-from app.subscription.records import decode_internal
+from app.ordered.errors import UndecodableMessage
+from app.ordered.policy import OnDlq, RetryPolicy
+from app.ordered.records import decode_internal
+from app.subscription.errors import InternalTopicTaken, InvalidSubscription, SubscriptionExists
+from app.subscription.model import EndpointSpec, Status, Subscription
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
 from app.subscription.shards import check_forward_only, check_shardable, plan_shard_change
 from app.waiting import poll_until

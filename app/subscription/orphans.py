@@ -1,12 +1,5 @@
-"""RQ/DLQ copies their group's state does not know: the broker confirmed the copy, then the shard
-died (or its state write failed) before the GroupState that records it reached the changelog.
-
-Left alone, such a copy broke the group's order: the MQ message it copies was read again after
-the restart (its offset was never committed), delivered, and the group's later messages with it;
-then the copy came out of RQ and was delivered once more, after them. A shard therefore adopts
-them when it starts, before it reads MQ: each copy is recorded as if its state write had landed
-(sidelined, or dead-lettered), so the MQ replay of its message is skipped and the copy keeps its
-place in the group's order.
+"""Finding a subscription's RQ/DLQ copies whose group state does not know them (the rule that
+adopts them is the engine's, `app.ordered.orphans`).
 
 Copies are recognised as this subscription's by their incarnation header (RQ/DLQ topics outlive a
 deleted subscription of the same name). Copies fed from an older RQ storage topic after a shard
@@ -19,19 +12,14 @@ read, and the group's later messages wait until its last copy written before the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-from app.subscription.errors import UndecodableMessage
-from app.subscription.records import Headers, InternalMeta, decode_group_id, decode_internal, header_map
-from app.subscription.state import GroupState, MessageState, Position, on_dead_lettered, on_sidelined
+from app.ordered.errors import UndecodableMessage
+from app.ordered.orphans import Copy, Queue
+from app.ordered.records import Headers, decode_group_id, decode_internal, header_map
+from app.ordered.rules import MessageState, Position
 
 __all__ = [
     "FED_HEADER",
     "INCARNATION_HEADER",
-    "Copy",
-    "Queue",
-    "adopt",
     "copy_of",
     "fed_headers",
     "fed_place",
@@ -39,16 +27,6 @@ __all__ = [
 
 INCARNATION_HEADER = "hs-incarnation"
 FED_HEADER = "hs-fed"  # "<storage topic index>:<offset>" where the group's owner wrote the copy
-
-Queue = Literal["rq", "dlq"]
-
-
-@dataclass(frozen=True, slots=True)
-class Copy:
-    queue: Queue
-    group_id: str
-    meta: InternalMeta
-    at: MessageState  # its main position and where it sits in RQ/DLQ
 
 
 def copy_of(
@@ -70,18 +48,6 @@ def copy_of(
     except UndecodableMessage:
         return None
     return Copy(queue, group, meta, MessageState.at(meta.main, at))
-
-
-def adopt(state: GroupState | None, copy: Copy, generation: int) -> GroupState | None:
-    """The group's state with `copy` recorded, or None when the state already records it."""
-    if copy.queue == "rq":
-        if state is not None and state.rq.p is not None and state.rq.p.internal >= copy.at.internal:
-            return None
-        failed = copy.meta.failure is not None and not copy.meta.replay
-        return on_sidelined(state, copy.meta.main, copy.at, failed=failed, generation=generation)
-    if state is not None and state.dlq.p is not None and state.dlq.p.internal >= copy.at.internal:
-        return None
-    return on_dead_lettered(state, copy.meta.main, copy.at, generation=generation)
 
 
 def fed_headers(headers: Headers | None, at: Position) -> dict[str, bytes]:

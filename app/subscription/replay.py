@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from app.ordered.rules import GroupState, Position
 from app.subscription.errors import InvalidSubscription
-from app.subscription.state import GroupState, Position
 
 __all__ = ["DlqEntry", "ReplaySelection", "select_replays"]
 

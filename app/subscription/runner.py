@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
@@ -27,16 +27,19 @@ from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets, true_end_offsets
 from app.kafka.reading import read_from
 from app.kafka.sequence import SequenceGuard
+from app.ordered.errors import UndecodableMessage
+from app.ordered.orphans import Queue, adopt
+from app.ordered.records import decode_group_id
+from app.ordered.rules import GroupState, Position, forgettable, settled
+from app.ordered.work import SourceRecord, Work
 from app.settings import Settings
 from app.subscription.batch import BatchDelivery
-from app.subscription.delivery import UNDECODABLE_GROUP, Delivery, Item, ShardStates, ShardStats, SourceRecord
+from app.subscription.delivery import Delivery, ShardStates, ShardStats, main_work, rq_work
 from app.subscription.endpoints import BatchSink, Endpoint
-from app.subscription.errors import InvalidSubscription, UndecodableMessage
+from app.subscription.errors import InvalidSubscription
 from app.subscription.model import Subscription
-from app.subscription.orphans import INCARNATION_HEADER, Queue, adopt, copy_of, fed_headers, fed_place
-from app.subscription.records import InternalMeta, decode_group_id, decode_internal, encode_internal
+from app.subscription.orphans import INCARNATION_HEADER, copy_of, fed_headers, fed_place
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
-from app.subscription.state import GroupState, MessageState, Position, forgettable, settled
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 
@@ -91,7 +94,7 @@ class ShardRunner:
         grace = 2 * settings.metadata_refresh_s + 1.0
         self.mq = _Reader(sub.topic, shard_id, sub.shard_count, grace)
         self.rq = _Reader(sub.rq_topic, shard_id, sub.shard_count, grace)
-        self._rq_buffers: dict[TopicPartition, deque[Item]] = defaultdict(deque)
+        self._rq_buffers: dict[TopicPartition, deque[Work]] = defaultdict(deque)
         self._consumer: AIOKafkaConsumer | None = None
         self._guard: SequenceGuard | None = None  # reads back records the client skipped
         self._rq_out: AsyncCompositeProducer | None = None
@@ -238,7 +241,8 @@ class ShardRunner:
             try:
                 group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
             except UndecodableMessage:
-                await self.delivery.undecodable(Item(rec, UNDECODABLE_GROUP, self.rq.idx, True))
+                work = rq_work(rec, self.rq.idx, self.settings.max_group_id_bytes)
+                self.stats.count(await self.delivery.engine.undecodable(work))
                 continue
             headers = fed_headers(rec.headers, (self._topic(self.rq).index_of(rec.topic), rec.offset))
             crash_point("subscription.rq.fed")  # records fed so far come again after a restart
@@ -294,7 +298,7 @@ class ShardRunner:
                 if copy is None:
                     continue
                 known = adopted.get(copy.group_id) or self.states.get(copy.group_id)
-                new = adopt(known, copy, self.delivery.generation)
+                new = adopt(known, copy, self.delivery.engine.generation)
                 if new is not None:
                     adopted[copy.group_id] = new
                     self.stats.adopted += 1
@@ -427,7 +431,7 @@ class ShardRunner:
         batch = await self._consumer.getmany(
             timeout_ms=self._wait_ms(), max_records=self.settings.subscription_batch_max
         )
-        mq_items: list[Item] = []
+        mq_items: list[Work] = []
         commit: dict[TopicPartition, int] = {}
         for tp, run in batch.items():
             records = self._guard.admit_run(tp.topic, tp.partition, run)
@@ -459,10 +463,10 @@ class ShardRunner:
             return 200
         return int(max(0, min(200, min(heads) - time.time() * 1000)))
 
-    def _due_rq_items(self, commit: dict[TopicPartition, int]) -> list[Item]:
+    def _due_rq_items(self, commit: dict[TopicPartition, int]) -> list[Work]:
         assert self._consumer is not None
         now_ms = time.time() * 1000
-        out: list[Item] = []
+        out: list[Work] = []
         for tp, buffer in self._rq_buffers.items():
             while buffer and (buffer[0].meta is None or buffer[0].meta.due_ms <= now_ms):
                 item = buffer.popleft()
@@ -472,33 +476,24 @@ class ShardRunner:
                 self._consumer.resume(tp)
         return out
 
-    def _mq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Item:
-        try:
-            group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
-        except UndecodableMessage:
-            group = UNDECODABLE_GROUP
-        return Item(rec, group, self.mq.idx, False)
+    def _mq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Work:
+        return main_work(rec, self.mq.idx, self.settings.max_group_id_bytes)
 
-    def _rq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Item:
-        try:
-            group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
-            meta: InternalMeta | None = decode_internal(rec.headers)
-        except UndecodableMessage:
-            group, meta = UNDECODABLE_GROUP, None
-        return Item(rec, group, self.rq.idx, True, meta, fed_place(rec.headers))
+    def _rq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Work:
+        return rq_work(rec, self.rq.idx, self.settings.max_group_id_bytes, fed_place(rec.headers))
 
-    async def _deliver(self, items: list[Item]) -> None:
+    async def _deliver(self, items: list[Work]) -> None:
         if self._batch is not None:
             await self._batch.process(items)
         else:
             await self.delivery.process(items)
 
     async def _produce_to(
-        self, queue: str, group: str, rec: SourceRecord, meta: InternalMeta
-    ) -> MessageState:
+        self, queue: Queue, group: str, rec: SourceRecord, copy_headers: Sequence[tuple[str, bytes]]
+    ) -> Position:
         out = self._rq_out if queue == "rq" else self._dlq_out
         assert out is not None
-        headers = dict(encode_internal(meta, rec.headers))
+        headers = dict(copy_headers)
         headers[INCARNATION_HEADER] = self.sub.incarnation.encode()
         delivered = await out.produce(group, rec.value or b"", headers=headers)
         if queue == "rq":  # the broker has the copy; the group's state does not say so yet
@@ -506,8 +501,7 @@ class ShardRunner:
         else:
             crash_point("subscription.dlq.confirmed")
         out_name = self.sub.rq_topic if queue == "rq" else self.sub.dlq_topic
-        idx = self._composite(out_name).index_of(delivered.topic)
-        return MessageState.at(meta.main, (idx, delivered.offset))
+        return (self._composite(out_name).index_of(delivered.topic), delivered.offset)
 
     async def _commit_positions(self) -> None:
         assert self._consumer is not None

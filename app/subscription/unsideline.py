@@ -21,16 +21,17 @@ from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
+from app.ordered.errors import UndecodableMessage
+from app.ordered.records import InternalMeta, decode_internal, encode_internal
+from app.ordered.rules import GroupState, MessageState, on_unsidelined
 from app.settings import Settings
 from app.subscription.delivery import UNDECODABLE_GROUP
-from app.subscription.errors import SubscriptionNotStopped, UndecodableMessage
+from app.subscription.errors import SubscriptionNotStopped
 from app.subscription.model import Status, Subscription
 from app.subscription.ops import read_dlq, wait_stopped
-from app.subscription.records import InternalMeta, decode_internal, encode_internal
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
 from app.subscription.shards import shard_of_group, slot_of
-from app.subscription.state import GroupState, MessageState, on_unsidelined
 from app.subscription.statelog import changelog_topic, scan_states, state_key
 
 __all__ = ["unsideline"]

@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from faust.web import View
 
+from app.ordered.records import decode_group_id
 from app.subscription.api_models import (
     BlockedGroups,
     GroupStateAnswer,
@@ -27,7 +28,6 @@ from app.subscription.api_models import (
 )
 from app.subscription.errors import UnknownSubscription
 from app.subscription.ops import lag_report
-from app.subscription.records import decode_group_id
 from app.subscription.supervisor import Supervisor
 from app.web.responses import guarded, model_response
 

@@ -34,10 +34,11 @@ from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.dataavailable import DataAvailable, parse
 from app.hub import MessageHub
+from app.ordered.policy import OnDlq
+from app.ordered.records import decode_internal
 from app.settings import Settings
 from app.subscription import ops
-from app.subscription.model import EndpointSpec, OnDlq, Subscription
-from app.subscription.records import decode_internal
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.web.worker import Worker, drop_database, start_worker, worker_env, worker_settings
 from tests.support.waiting import async_wait_until

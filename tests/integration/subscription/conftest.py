@@ -21,9 +21,10 @@ import pytest_asyncio
 from aiohttp import web
 
 from app.composite.store import MetadataStore
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy, Subscription
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.registry import SubscriptionRegistry
 from tests.support.spawn import spawn_logged
 

@@ -14,9 +14,10 @@ import httpx
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
-from app.subscription.model import EndpointSpec, RetryPolicy
+from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.conftest import Endpoint, Workers
 from tests.support.waiting import async_wait_until

@@ -18,10 +18,11 @@ from confluent_kafka import Producer
 from app.composite.producer import CompositeProducer
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointRejected, NotAttempted
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
+from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import running_shards, wait_until

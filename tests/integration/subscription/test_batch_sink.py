@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointRejected, EndpointUnavailable, NotAttempted
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
+from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import running_shards, wait_until

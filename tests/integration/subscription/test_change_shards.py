@@ -18,11 +18,12 @@ import pytest
 from app import crashpoints
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointUnavailable
 from app.subscription.memory import MemoryStates
-from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.inprocess import (

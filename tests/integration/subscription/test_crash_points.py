@@ -21,11 +21,12 @@ from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import InjectedFault, armed
 from app.kafka.reading import read_to_end
+from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import EndpointRejected, EndpointUnavailable
 from app.subscription.memory import MemoryStates
-from app.subscription.model import EndpointSpec, OnDlq, RetryPolicy
+from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner

@@ -13,9 +13,10 @@ import aiohttp
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
-from app.subscription.model import EndpointSpec, RetryPolicy, Status
+from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
 from app.subscription.unsideline import unsideline

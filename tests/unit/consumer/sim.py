@@ -1,4 +1,4 @@
-"""A copy of a library consumer simulated on one partition, through the real Engine, OffsetTracker
+"""A copy of a library consumer simulated on one partition, through the real LibraryEngine, OffsetTracker
 and KeyLanes, with crashes at the writes the adapter names as crash points.
 
 The world keeps what survives a crash: the main log, the retry and DLQ topics, the key states
@@ -15,13 +15,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.consumer.engine import KEY_HEADER, Engine, Record, Work
-from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.engine import KEY_HEADER, LibraryEngine, Record
 from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetryPolicy
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
 from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished
-from app.subscription.records import decode_internal
-from app.subscription.state import GroupState, forgettable
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.records import decode_internal
+from app.ordered.rules import GroupState, Position, forgettable
+from app.ordered.work import Work
 
 OK, RETRY, FATAL = "ok", "retry", "fatal"
 TOPIC = "orders"
@@ -88,17 +89,17 @@ class _Queues(MemoryQueues):
     def __init__(self, world: World) -> None:
         self.world = world
 
-    async def to_retry(self, work, headers) -> int:  # type: ignore[no-untyped-def]
-        offset = await self.world.queues.to_retry(work, headers)
+    async def to_retry(self, work, headers) -> Position:  # type: ignore[no-untyped-def]
+        at = await self.world.queues.to_retry(work, headers)
         self.world.point()  # consumer.retry.confirmed
-        return offset
+        return at
 
-    async def to_dlq(self, work, headers) -> int:  # type: ignore[no-untyped-def]
+    async def to_dlq(self, work, headers) -> Position:  # type: ignore[no-untyped-def]
         self.world.mark.sending()
-        offset = await self.world.queues.to_dlq(work, headers)
-        self.world.mark.confirmed(offset, needs_state=not work.undecodable)
+        at = await self.world.queues.to_dlq(work, headers)
+        self.world.mark.confirmed(at[1], needs_state=not work.undecodable)
         self.world.point()  # consumer.dlq.confirmed
-        return offset
+        return at
 
 
 def settings(on_dlq: OnDlq) -> ConsumerSettings:
@@ -123,7 +124,7 @@ async def _incarnation(world: World, on_dlq: OnDlq, rng: random.Random, adopt: b
         world.handled.append((message.ordering_key, value))
 
     states = _States(world)
-    engine = Engine(settings(on_dlq), handle, states, _Queues(world), clock=lambda: 0.0)
+    engine = LibraryEngine(settings(on_dlq), handle, states, _Queues(world), clock=lambda: 0.0)
     if adopt:  # as the adapter does when it takes the partition: retry from its commit, DLQ from its mark
         retry = [copy_at("rq", o, list(h.items())) for o, (_, h) in enumerate(world.retry_log)][
             world.committed_retry :

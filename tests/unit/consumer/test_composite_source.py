@@ -11,14 +11,16 @@ import pytest
 from app.composite.advance import Drained
 from app.composite.model import CompositeTopic
 from app.consumer import kafka as adapter
-from app.consumer.engine import Engine, Outcome, Record, Work
+from app.consumer.engine import LibraryEngine, Record
 from app.consumer.kafka import KeyedConsumer
-from app.consumer.memory import MemoryQueues, MemoryStateLog
 from app.consumer.model import ConsumerSettings, Message, RetryPolicy
 from app.consumer.source import Source
 from app.errors import InvalidInput
+from app.ordered.engine import Outcome
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.records import decode_internal
+from app.ordered.work import Work
 from app.settings import Settings
-from app.subscription.records import decode_internal
 from tests.support.waiting import async_wait_until
 
 
@@ -107,7 +109,7 @@ async def test_order_per_key_holds_across_the_switch() -> None:
         seen.append((value, message.topic, message.offset))
 
     states, queues = MemoryStateLog(), MemoryQueues()
-    engine = Engine(composite_settings(), handle, states, queues)
+    engine = LibraryEngine(composite_settings(), handle, states, queues)
     t0 = [Work(Record("orders.0", 1, 7, b"a", b"a0"), 1, "a", storage_idx=0)]
     t1 = [
         Work(Record("orders.1", 1, 0, b"a", b"a1"), 1, "a", storage_idx=1),

@@ -125,8 +125,8 @@ def test_the_check_catches_order_broken() -> None:
 def test_the_search_catches_a_replayed_retry_copy_delivered_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A mutant engine that delivers a retry copy it had already handled before a crash (no SKIP)
     breaks per-key order at some crash position; the search must find it."""
-    import app.consumer.engine as engine
-    from app.subscription.state import Action
+    import app.ordered.engine as engine
+    from app.ordered.rules import Action
 
     rule = engine.decide_retry  # type: ignore[attr-defined]  # the name the engine calls, patched below
 

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.consumer.engine import Engine, Outcome, Record, Work
-from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.engine import LibraryEngine, Record
 from app.consumer.model import ConsumerSettings, Message, PermanentError
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
-from app.subscription.model import OnDlq
-from app.subscription.state import Action, GroupState, decide_main
+from app.ordered.engine import Outcome
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.policy import OnDlq
+from app.ordered.rules import Action, GroupState, Position, decide_main
+from app.ordered.work import Work
 
 
 class _Marked(MemoryStateLog):
@@ -43,11 +45,11 @@ class _MarkedQueues(MemoryQueues):
         super().__init__()
         self.mark = mark
 
-    async def to_dlq(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> int:
+    async def to_dlq(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> Position:
         self.mark.sending()
-        offset = await super().to_dlq(work, headers)
-        self.mark.confirmed(offset)
-        return offset
+        at = await super().to_dlq(work, headers)
+        self.mark.confirmed(at[1])
+        return at
 
 
 async def test_an_orphan_below_a_recorded_copy_of_another_key_is_adopted_from_the_mark() -> None:
@@ -56,7 +58,7 @@ async def test_an_orphan_below_a_recorded_copy_of_another_key_is_adopted_from_th
 
     mark = DlqMark(0)
     states, queues = _Marked(mark), _MarkedQueues(mark)
-    engine = Engine(ConsumerSettings(name="m", topic="t", bootstrap="-"), handle, states, queues)
+    engine = LibraryEngine(ConsumerSettings(name="m", topic="t", bootstrap="-"), handle, states, queues)
     work_a = Work(Record("t", 0, 0, b"a", b"1"), 0, "a")
     work_b = Work(Record("t", 0, 1, b"b", b"2"), 0, "b")
     run_a = asyncio.create_task(engine.run(work_a))  # DLQ copy at 0, then its state write hangs

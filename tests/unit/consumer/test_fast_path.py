@@ -1,6 +1,6 @@
-"""A record of a key without state takes the copy's short path (`Engine.fresh`: the filter and
+"""A record of a key without state takes the copy's short path (`LibraryEngine.fresh`: the filter and
 handler called directly, no rule check, no state write); the same records through the general path
-only (`Engine.run` for every record) give the same outcome: each key's handler calls in the same
+only (`LibraryEngine.run` for every record) give the same outcome: each key's handler calls in the same
 order, the same retry and DLQ copies per key, the same counts, every offset of the source and retry
 partitions committed. Keys acquire state mid-stream (a failure): their later records, queued behind
 the failed one or read after it, take the general path.
@@ -29,21 +29,23 @@ from app.consumer import (
     RetryPolicy,
     record_key,
 )
-from app.consumer.engine import Engine, Outcome, Work
-from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.engine import LibraryEngine
+from app.ordered.engine import Outcome
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.work import Work
 
 TOPIC = "orders"
 OK, RETRY, FATAL = "ok", "retry", "fatal"
 
 
-class GeneralOnly(Engine):
+class GeneralOnly(LibraryEngine):
     """Every record through `run`: the rule check and state write of the general path."""
 
     def fresh(self, work: Work) -> Message | None:
         return None
 
 
-class Counting(Engine):
+class Counting(LibraryEngine):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.ran: list[str] = []
@@ -84,7 +86,7 @@ async def settle(consumer: KeyedConsumer) -> None:
 
 
 async def drive(
-    engine_type: type[Engine],
+    engine_type: type[LibraryEngine],
     records: list[tuple[str, int]],
     answers: dict[tuple[int, int], str],
     on_dlq: OnDlq,
@@ -273,7 +275,7 @@ def test_the_short_path_gives_the_general_paths_outcome(
         "filter_raises": filter_raises,
         "suspends": suspends,
     }
-    fast = asyncio.run(drive(Engine, records, answers, on_dlq, **kwargs))  # type: ignore[arg-type]
+    fast = asyncio.run(drive(LibraryEngine, records, answers, on_dlq, **kwargs))  # type: ignore[arg-type]
     general = asyncio.run(drive(GeneralOnly, records, answers, on_dlq, **kwargs))  # type: ignore[arg-type]
     _diff(fast, general)
     ends: dict[tuple[str, int], int] = {}

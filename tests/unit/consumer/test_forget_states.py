@@ -15,7 +15,7 @@ import pytest
 
 from app.consumer.model import OnDlq
 from app.consumer.queues import KafkaStateLog
-from app.subscription.state import (
+from app.ordered.rules import (
     GroupState,
     MessageState,
     forgettable,

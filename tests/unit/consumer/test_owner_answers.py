@@ -16,9 +16,8 @@ from confluent_kafka import Message as KafkaMessage
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.routing import partition_for
 from app.consumer import ConsumerSettings, KeyedConsumer, Message, RetryPolicy, key_from_header, record_key
-from app.consumer.engine import Engine
+from app.consumer.engine import LibraryEngine
 from app.consumer.inspect import KafkaAsking
-from app.consumer.memory import MemoryQueues, MemoryStateLog
 from app.consumer.owner import (
     CRC32,
     Answer,
@@ -36,7 +35,8 @@ from app.consumer.owner import (
 from app.consumer.source import Source
 from app.crashpoints import armed
 from app.kafka.producing import Delivered
-from app.subscription.state import GroupState
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.rules import GroupState
 from tests.support.waiting import async_wait_until
 
 STATE = GroupState(retry_head=(0, 7)).to_json()
@@ -137,7 +137,7 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
     consumer._shares = None
     consumer._states = states  # type: ignore[assignment]
     consumer._producer = replies  # type: ignore[assignment]
-    consumer._engine = Engine(config, consumer._handler, states, queues)
+    consumer._engine = LibraryEngine(config, consumer._handler, states, queues)
     consumer._owned.update({0, 1})
     for _ in range(config.concurrency):
         consumer._spawn_worker()

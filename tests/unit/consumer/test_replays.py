@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.consumer.engine import Engine, Outcome, Record, Work
-from app.consumer.memory import MemoryQueues, MemoryStateLog
+from app.consumer.engine import LibraryEngine, Record
 from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetriableError, RetryPolicy
-from app.subscription.records import InternalMeta, decode_internal
-from app.subscription.state import MessageState, on_unsidelined
+from app.ordered.engine import Outcome
+from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.records import InternalMeta, decode_internal
+from app.ordered.rules import MessageState, on_unsidelined
+from app.ordered.work import Work
 
 
 def failure_reason(headers: dict[str, bytes]) -> str:
@@ -33,7 +35,7 @@ async def test_a_failing_replay_goes_back_to_dlq_once(error: Exception) -> None:
         name="c", topic="t", bootstrap="unused:9", retry=RetryPolicy(max_attempts=5), on_dlq=OnDlq.BLOCK_GROUP
     )
     states, queues = MemoryStateLog(), MemoryQueues()
-    engine = Engine(settings, handle, states, queues)
+    engine = LibraryEngine(settings, handle, states, queues)
     main = Work(Record("t", 0, 0, b"k", b"v"), 0, "k")
     assert await engine.run(main) is Outcome.DEAD_LETTERED
     # The replay tool's effect: the DLQ copy written to the retry topic (offset 0), the state told so.

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from app.subscription.model import OnDlq, RetryPolicy
-from app.subscription.state import (
+from app.ordered.policy import OnDlq, RetryPolicy
+from app.ordered.rules import (
     Action,
     GroupState,
     MessageState,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from app.subscription.model import OnDlq, RetryPolicy
-from app.subscription.state import (
+from app.ordered.policy import OnDlq, RetryPolicy
+from app.ordered.rules import (
     Action,
     GroupState,
     MessageState,

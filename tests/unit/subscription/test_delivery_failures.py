@@ -9,13 +9,13 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from app.composite.producer import ProduceFailed
+from app.ordered.rules import Position
 from app.settings import Settings
-from app.subscription.delivery import Delivery, Item, ShardStats
+from app.subscription.delivery import Delivery, ShardStats, main_work
 from app.subscription.errors import EndpointUnavailable
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, Subscription
-from app.subscription.records import InternalMeta, SubscriptionMessage
-from app.subscription.state import MessageState
+from app.subscription.records import SubscriptionMessage
 
 
 def record(group: str, offset: int) -> ConsumerRecord[bytes, bytes]:
@@ -37,11 +37,11 @@ async def test_an_unconfirmed_rq_copy_cancels_the_other_groups_of_the_poll() -> 
             slow_cancelled.set()
             raise
 
-    async def produce_to(queue: str, group: str, rec: object, meta: InternalMeta) -> MessageState:
+    async def produce_to(queue: str, group: str, rec: object, headers: object) -> Position:
         raise ProduceFailed(f"{queue}: not confirmed")
 
     delivery = Delivery(Settings(), sub, MemoryStates(), ShardStats(), produce_to, 0, endpoint)
-    items = [Item(record("failing", 0), "failing", 0, False), Item(record("slow", 1), "slow", 0, False)]
+    items = [main_work(record("failing", 0), 0, 256), main_work(record("slow", 1), 0, 256)]
     with pytest.raises(ProduceFailed):
         await asyncio.wait_for(delivery.process(items), 10)
     assert slow_cancelled.is_set(), "the other group's delivery was cancelled before the poll ended"

@@ -6,11 +6,9 @@ committed offsets) were delivered again after them."""
 
 from __future__ import annotations
 
-from app.subscription.delivery import Item, RecordStub
-from app.subscription.model import OnDlq
-from app.subscription.orphans import FED_HEADER, fed_headers, fed_place
-from app.subscription.records import InternalMeta
-from app.subscription.state import (
+from app.ordered.policy import OnDlq
+from app.ordered.records import InternalMeta
+from app.ordered.rules import (
     Action,
     GroupState,
     MessageState,
@@ -19,6 +17,8 @@ from app.subscription.state import (
     on_delivered,
     on_sidelined,
 )
+from app.ordered.work import RecordStub, Work
+from app.subscription.orphans import FED_HEADER, fed_headers, fed_place
 
 OLD, NEW = 0, 1  # RQ storage topic indexes: before and after change-shards
 BLOCK = OnDlq.BLOCK_GROUP
@@ -36,9 +36,9 @@ def test_a_copy_not_fed_or_fed_without_a_place_is_judged_where_it_is_read() -> N
     assert fed_place([(FED_HEADER, b"1")]) is None  # an older version's mark
 
 
-def item(main: int, fed_from: tuple[int, int] | None, offset: int) -> Item:
+def item(main: int, fed_from: tuple[int, int] | None, offset: int) -> Work:
     meta = InternalMeta((0, main), 0, f"0-0-{main}", 1, 0)
-    return Item(RecordStub("rq.1", 0, offset), "g", NEW, True, meta, fed_from)
+    return Work(RecordStub("rq.1", 0, offset), 0, "g", meta, storage_idx=NEW, read_at=fed_from)
 
 
 def test_the_rules_read_a_fed_copy_at_its_owners_place() -> None:

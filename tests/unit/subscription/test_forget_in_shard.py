@@ -10,12 +10,13 @@ from aiokafka import TopicPartition
 
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.routing import partition_for
+from app.ordered.policy import OnDlq
+from app.ordered.rules import Action, GroupState, MessageState, decide_retry, on_delivered, on_sidelined
 from app.settings import Settings
 from app.subscription import runner as runner_module
 from app.subscription.memory import MemoryStates
-from app.subscription.model import EndpointSpec, OnDlq, Subscription
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.runner import ShardRunner
-from app.subscription.state import Action, GroupState, MessageState, decide_retry, on_delivered, on_sidelined
 from tests.support.waiting import async_wait_until
 
 OLD, NEW = 0, 1  # storage topic indexes: before and after a shard-count change

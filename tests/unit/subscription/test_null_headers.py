@@ -9,13 +9,13 @@ from aiokafka import ConsumerRecord
 
 from app.consumer.engine import KEY_HEADER
 from app.consumer.orphans import copy_at
+from app.ordered.errors import UndecodableMessage
+from app.ordered.records import InternalMeta, decode_internal, encode_internal, header_map, user_headers
 from app.settings import Settings
-from app.subscription.delivery import Delivery, Item, ShardStats
-from app.subscription.errors import UndecodableMessage
+from app.subscription.delivery import Delivery, ShardStats, main_work
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.orphans import FED_HEADER, fed_place
-from app.subscription.records import InternalMeta, decode_internal, encode_internal, header_map, user_headers
 
 NULLS: list[tuple[str, bytes | None]] = [("note", None), ("message-id", None), ("trace", b"t-1")]
 
@@ -36,7 +36,7 @@ def test_a_null_header_value_reads_as_empty() -> None:
 
 def test_a_main_queue_record_with_null_headers_becomes_a_message() -> None:
     record = ConsumerRecord("mq.0", 3, 17, 0, 0, b"g1", b"payload", None, 1, 1, NULLS)
-    message = delivery().message(Item(record, "g1", 0, False))
+    message = delivery().message(main_work(record, 0, 256))
     assert message.headers == {"note": "", "message-id": "", "trace": "t-1"}
     assert message.message_id == "0-3-17"  # a null message-id is no id: the position names it
 

@@ -4,10 +4,10 @@ incarnation's own copies (not fed ones) are taken."""
 
 from __future__ import annotations
 
-from app.subscription.model import OnDlq
-from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, Copy, adopt, copy_of
-from app.subscription.records import FailureInfo, InternalMeta, encode_internal
-from app.subscription.state import (
+from app.ordered.orphans import Copy, adopt
+from app.ordered.policy import OnDlq
+from app.ordered.records import FailureInfo, InternalMeta, encode_internal
+from app.ordered.rules import (
     Action,
     GroupState,
     MessageState,
@@ -16,6 +16,7 @@ from app.subscription.state import (
     on_dead_lettered,
     on_sidelined,
 )
+from app.subscription.orphans import FED_HEADER, INCARNATION_HEADER, copy_of
 
 FAILURE = FailureInfo("EndpointUnavailable", "503", "t[0]@1", 0, "failed")
 

@@ -6,18 +6,22 @@ Before, every refusal was retried at each restart."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from aiokafka import ConsumerRecord
 from confluent_kafka import KafkaError
 
 from app.composite.producer import ProduceFailed, RecordRefused, produce_failed
+from app.ordered.records import InternalMeta, decode_internal
+from app.ordered.rules import Position
+from app.ordered.work import SourceRecord
 from app.settings import Settings
-from app.subscription.delivery import Delivery, Item, ShardStats
+from app.subscription.delivery import Delivery, ShardStats, main_work
 from app.subscription.errors import EndpointUnavailable
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, Subscription
-from app.subscription.records import InternalMeta, SubscriptionMessage
-from app.subscription.state import MessageState
+from app.subscription.records import SubscriptionMessage
 
 
 def record(group: str, offset: int) -> ConsumerRecord[bytes, bytes]:
@@ -33,16 +37,16 @@ class Broker:
 
     def __init__(self, refuse: dict[str, Exception]) -> None:
         self.refuse = refuse
-        self.written: list[tuple[str, str, ConsumerRecord[bytes, bytes], InternalMeta]] = []
+        self.written: list[tuple[str, str, SourceRecord, InternalMeta]] = []
 
     async def produce_to(
-        self, queue: str, group: str, rec: ConsumerRecord[bytes, bytes], meta: InternalMeta
-    ) -> MessageState:
+        self, queue: str, group: str, rec: SourceRecord, headers: Sequence[tuple[str, bytes]]
+    ) -> Position:
         refusal = self.refuse.get(queue)
         if refusal is not None and rec.value:
             raise refusal
-        self.written.append((queue, group, rec, meta))
-        return MessageState.at(meta.main, (0, len(self.written) - 1))
+        self.written.append((queue, group, rec, decode_internal(headers)))
+        return (0, len(self.written) - 1)
 
 
 def delivery(broker: Broker, states: MemoryStates) -> Delivery:
@@ -52,7 +56,7 @@ def delivery(broker: Broker, states: MemoryStates) -> Delivery:
 
 async def test_a_copy_rq_refuses_goes_to_dlq_with_the_reason() -> None:
     broker, states = Broker({"rq": RecordRefused("rq.0[0]: message too large")}), MemoryStates()
-    await delivery(broker, states).process([Item(record("g", 7), "g", 0, False)])
+    await delivery(broker, states).process([main_work(record("g", 7), 0, 256)])
     [(queue, group, rec, meta)] = broker.written
     assert (queue, group, rec.value) == ("dlq", "g", b"x" * 100)
     assert meta.failure is not None and meta.failure.reason == "rq-refused"
@@ -64,7 +68,7 @@ async def test_a_copy_rq_refuses_goes_to_dlq_with_the_reason() -> None:
 async def test_a_copy_dlq_refuses_too_leaves_a_stub_naming_the_source() -> None:
     refused = RecordRefused("too large")
     broker, states = Broker({"rq": refused, "dlq": refused}), MemoryStates()
-    await delivery(broker, states).process([Item(record("g", 7), "g", 0, False)])
+    await delivery(broker, states).process([main_work(record("g", 7), 0, 256)])
     [(queue, _group, stub, meta)] = broker.written
     assert queue == "dlq" and stub.value == b"" and stub.headers == []
     assert meta.failure is not None and meta.failure.reason == "dlq-refused"
@@ -76,7 +80,7 @@ async def test_a_copy_dlq_refuses_too_leaves_a_stub_naming_the_source() -> None:
 async def test_a_copy_not_confirmed_still_fails_the_poll() -> None:
     broker = Broker({"rq": ProduceFailed("rq.0[0]: timed out")})
     with pytest.raises(ProduceFailed):
-        await delivery(broker, MemoryStates()).process([Item(record("g", 7), "g", 0, False)])
+        await delivery(broker, MemoryStates()).process([main_work(record("g", 7), 0, 256)])
     assert broker.written == []
 
 

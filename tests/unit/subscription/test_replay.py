@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli.subscription import subscription
+from app.ordered.rules import GroupState, MessageState, on_dead_lettered
 from app.subscription.errors import InvalidSubscription
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
-from app.subscription.state import GroupState, MessageState, on_dead_lettered
 
 
 def entry(group: str, n: int, failed_ms: int = 1000) -> DlqEntry:

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.routing import group_hash, shard_of_partition
+from app.ordered.errors import InvalidPolicy
+from app.ordered.policy import RetryPolicy
 from app.subscription.errors import InvalidSubscription
-from app.subscription.model import EndpointSpec, RetryPolicy, Subscription
+from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.shards import (
     assignments,
     chain_keeps_shards,
@@ -110,7 +112,7 @@ def test_subscription_validation_and_json() -> None:
         EndpointSpec("http", "ftp://x")
     with pytest.raises(InvalidSubscription):
         Subscription("bad name", "t", EndpointSpec("callable", "noop"))
-    with pytest.raises(InvalidSubscription):
+    with pytest.raises(InvalidPolicy):
         RetryPolicy(max_attempts=0)
 
 

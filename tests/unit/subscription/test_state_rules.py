@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.subscription.model import OnDlq, RetryPolicy
-from app.subscription.state import (
+from app.ordered.policy import OnDlq, RetryPolicy
+from app.ordered.rules import (
     Action,
     GroupState,
     MessageState,

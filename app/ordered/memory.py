@@ -1,16 +1,18 @@
-"""In-memory fakes of the engine's ports, for unit tests and model checks."""
+"""In-memory fakes of the engine's ports, for unit tests, model checks and benches."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.consumer.engine import Work
-from app.subscription.state import GroupState
+from app.ordered.rules import GroupState, Position
+from app.ordered.work import Work
 
 __all__ = ["MemoryQueues", "MemoryStateLog"]
 
 
 class MemoryStateLog:
+    """Group states by (partition, ordering key); `writes` counts the puts."""
+
     def __init__(self) -> None:
         self.states: dict[tuple[int, str], GroupState] = {}
         self.writes = 0
@@ -24,22 +26,23 @@ class MemoryStateLog:
 
 
 class MemoryQueues:
-    """Retry and dead-letter topics as lists per partition: (work, headers) in write order."""
+    """RQ and DLQ as lists per main partition, one storage topic each: (work, headers) in write
+    order, a copy's offset its index."""
 
     def __init__(self) -> None:
         self.retry: dict[int, list[tuple[Work, dict[str, bytes]]]] = {}
         self.dlq: dict[int, list[tuple[Work, dict[str, bytes]]]] = {}
 
-    async def to_retry(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> int:
+    async def to_retry(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> Position:
         return _append(self.retry, work, headers)
 
-    async def to_dlq(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> int:
+    async def to_dlq(self, work: Work, headers: Sequence[tuple[str, bytes]]) -> Position:
         return _append(self.dlq, work, headers)
 
 
 def _append(
     queues: dict[int, list[tuple[Work, dict[str, bytes]]]], work: Work, headers: Sequence[tuple[str, bytes]]
-) -> int:
+) -> Position:
     log = queues.setdefault(work.partition, [])
     log.append((work, dict(headers)))
-    return len(log) - 1
+    return (0, len(log) - 1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from app.subscription.model import OnDlq
+from app.ordered.policy import OnDlq
 
 __all__ = [
     "Action",
