@@ -45,7 +45,7 @@ from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats, Counted
 from app.consumer.threads import in_own_thread
 from app.consumer.throttle import Throttle
-from app.consumer.topics import drained_facts, ensure_topics, resolve_source
+from app.consumer.topics import drained_facts, ensure_topics, read_as_named, resolve_source
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
 from app.kafka.consuming import group_member
@@ -118,7 +118,8 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self._stop.set()
 
     async def run(self) -> None:
-        s = self.settings
+        s = self.settings = await asyncio.to_thread(read_as_named, self.settings)
+        self._topics = [s.source, s.retry_topic]
         self._loop = asyncio.get_running_loop()
         if s.composite_topic is not None:
             self._store = MetadataStore(

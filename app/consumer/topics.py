@@ -3,6 +3,9 @@ topic's storage chain), whether the group drained a storage topic, and its own t
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
+
 from app.composite.advance import Drained
 from app.composite.errors import UnknownCompositeTopic
 from app.composite.store import MetadataStore
@@ -11,9 +14,29 @@ from app.consumer.source import Source
 from app.errors import ConfigError
 from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
 
-__all__ = ["drained_facts", "ensure_topics", "resolve_source"]
+__all__ = ["drained_facts", "ensure_topics", "read_as_named", "resolve_source"]
 
+log = logging.getLogger(__name__)
 _QUESTIONS_KEPT_MS = 3_600_000  # requests and replies are worth seconds; an hour is plenty
+
+
+def read_as_named(settings: ConsumerSettings) -> ConsumerSettings:
+    """The settings with `topic` read as a composite topic's name when no Kafka topic has that
+    name and the metadata topic defines one (its Kafka topics are the storage topics
+    `<name>.0`, `<name>.1`, …), as `hubstream subscription create --topic` takes it (blocking)."""
+    if settings.composite_topic is not None or settings.topic in KafkaAdmin(settings.bootstrap).topics():
+        return settings
+    store = MetadataStore(
+        settings.bootstrap, settings.metadata_topic, replication_factor=settings.replication_factor
+    )
+    try:
+        store.get(settings.topic)
+    except UnknownCompositeTopic:
+        return settings  # resolve_source then says the topic does not exist
+    finally:
+        store.close()
+    log.info("%s: %r is a composite topic: reading its storage topics", settings.name, settings.topic)
+    return replace(settings, topic="", composite_topic=settings.topic)
 
 
 def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = None) -> Source:

@@ -108,3 +108,38 @@ async def test_two_copies_follow_a_switch_in_key_order(kafka: Settings, unique: 
         f"\n{total} records, {KEYS} keys over a switch: retried {retried}, "
         f"sidelined {sum(c.stats.sidelined for c in copies)}"
     )
+
+
+async def test_a_topic_naming_a_composite_topic_reads_its_storage_topics(
+    kafka: Settings, unique: str
+) -> None:
+    """`topic=` (the CLI's `--topic`) may name a composite topic: no Kafka topic has its name, its
+    storage topics are `<name>.0`, …. Before, the copy stopped at once: topic does not exist."""
+    name = f"cmp-named-{unique}"
+    settings = kafka.model_copy(update={"metadata_topic": f"meta-{unique}"})
+    store = MetadataStore.of(settings)
+    try:
+        await asyncio.to_thread(store.create, name, PARTITIONS)
+    finally:
+        await asyncio.to_thread(store.close)
+    assert await asyncio.to_thread(produce, settings, name, range(BEFORE)) == {f"{name}.0"}
+
+    handled: list[tuple[str, int]] = []
+
+    async def handle(message: Message) -> None:
+        handled.append(parse(message.value))
+
+    consumer = KeyedConsumer(
+        ConsumerSettings(
+            name=name, topic=name, metadata_topic=settings.metadata_topic, bootstrap=settings.bootstrap
+        ),
+        handle,
+    )
+    task = asyncio.create_task(consumer.run())
+    try:
+        await wait_until(lambda: len(handled) >= KEYS * BEFORE or task.done(), 60, "every record handled")
+    finally:
+        consumer.stop()
+        await task
+    assert consumer.settings.composite_topic == name
+    assert check_outcome(handled, {}, KEYS, BEFORE) == 0
