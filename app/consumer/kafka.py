@@ -55,6 +55,7 @@ from app.kafka.sequence import SequenceGuard
 from app.ordered.errors import UndecodableMessage
 from app.ordered.orphans import Copy, Queue
 from app.ordered.records import decode_internal, header_map
+from app.ordered.retries import take_due
 from app.ordered.rules import forgettable, settled
 from app.ordered.work import Work
 
@@ -691,21 +692,25 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
                 break
 
     async def _retry_loop(self) -> None:
-        """Admit retry copies whose time has come, in the retry partition's order."""
+        """Admit retry copies whose time has come (`take_due`: a key's copies in the retry
+        partition's order, other keys' not held behind them). A partition holding `buffered`
+        copies that wait is paused until some are admitted."""
         while True:
             now_ms = time.time() * 1000
             wait_s = 0.2
             for p, waiting in self._retry_wait.items():
-                while waiting and (waiting[0][0].meta is None or waiting[0][0].meta.due_ms <= now_ms):
+                taken = take_due(waiting, now_ms, _work_of)
+                for work, tp in taken.due:
                     self._buffered += 1
-                    work, tp = waiting.popleft()
                     self._admit((work, tp, work.lane, work.storage_idx))
-                meta = waiting[0][0].meta if waiting else None
-                if meta is not None:
+                if taken.due:
+                    self._retry_wait[p] = deque(taken.rest)
+                if len(taken.rest) >= self.settings.buffered:
                     self._retry_paused.add(p)
-                    wait_s = min(wait_s, max(0.0, (meta.due_ms - now_ms) / 1000))
                 else:
                     self._retry_paused.discard(p)
+                if taken.next_due_ms is not None:
+                    wait_s = min(wait_s, max(0.0, (taken.next_due_ms - now_ms) / 1000))
             self._retry_arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._retry_arrived.wait(), timeout=wait_s)
@@ -926,6 +931,10 @@ def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
         if high >= 0:
             highs[(tp.topic, tp.partition)] = high
     return highs
+
+
+def _work_of(waiting: tuple[Work, TP]) -> Work:
+    return waiting[0]
 
 
 def _record(msg: KafkaMessage) -> Record:

@@ -30,6 +30,7 @@ from app.kafka.sequence import SequenceGuard
 from app.ordered.errors import UndecodableMessage
 from app.ordered.orphans import Queue, adopt
 from app.ordered.records import decode_group_id
+from app.ordered.retries import take_due
 from app.ordered.rules import GroupState, Position, forgettable, settled
 from app.ordered.work import SourceRecord, Work
 from app.settings import Settings
@@ -95,6 +96,8 @@ class ShardRunner:
         self.mq = _Reader(sub.topic, shard_id, sub.shard_count, grace)
         self.rq = _Reader(sub.rq_topic, shard_id, sub.shard_count, grace)
         self._rq_buffers: dict[TopicPartition, deque[Work]] = defaultdict(deque)
+        self._rq_read: dict[TopicPartition, int] = {}  # the offset after the last RQ copy read
+        self._rq_next_due_ms: float | None = None  # when the soonest waiting RQ copy comes due
         self._consumer: AIOKafkaConsumer | None = None
         self._guard: SequenceGuard | None = None  # reads back records the client skipped
         self._rq_out: AsyncCompositeProducer | None = None
@@ -441,9 +444,11 @@ class ShardRunner:
                 await self._feed_records(records)
                 commit[tp] = records[-1].offset + 1
             elif tp.topic in rq_names:
-                for rec in records:
-                    self._rq_buffers[tp].append(self._rq_item(rec))
-                self._consumer.pause(tp)
+                buffer = self._rq_buffers[tp]
+                buffer.extend(self._rq_item(rec) for rec in records)
+                self._rq_read[tp] = records[-1].offset + 1
+                if len(buffer) >= self.settings.subscription_batch_max:
+                    self._consumer.pause(tp)
             else:
                 mq_items += [self._mq_item(rec) for rec in records]
                 commit[tp] = records[-1].offset + 1
@@ -458,22 +463,33 @@ class ShardRunner:
         self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
 
     def _wait_ms(self) -> int:
-        heads = [b[0].meta.due_ms for b in self._rq_buffers.values() if b and b[0].meta is not None]
-        if not heads:
+        if self._rq_next_due_ms is None:
             return 200
-        return int(max(0, min(200, min(heads) - time.time() * 1000)))
+        return int(max(0, min(200, self._rq_next_due_ms - time.time() * 1000)))
 
     def _due_rq_items(self, commit: dict[TopicPartition, int]) -> list[Work]:
+        """The RQ copies whose time has come (`take_due`: per group in RQ order, no group held
+        behind another's backoff). A partition's commit stops at its first copy still waiting."""
         assert self._consumer is not None
         now_ms = time.time() * 1000
         out: list[Work] = []
+        next_due_ms: float | None = None
         for tp, buffer in self._rq_buffers.items():
-            while buffer and (buffer[0].meta is None or buffer[0].meta.due_ms <= now_ms):
-                item = buffer.popleft()
-                out.append(item)
-                commit[tp] = item.record.offset + 1
-            if not buffer and tp in self._consumer.paused():
+            if not buffer:
+                continue
+            taken = take_due(buffer, now_ms, _itself)
+            later = taken.next_due_ms
+            if later is not None:
+                soonest = later if next_due_ms is None else min(next_due_ms, later)
+                next_due_ms = soonest
+            if not taken.due:
+                continue
+            out += taken.due
+            self._rq_buffers[tp] = deque(taken.rest)
+            commit[tp] = taken.rest[0].record.offset if taken.rest else self._rq_read[tp]
+            if len(taken.rest) < self.settings.subscription_batch_max and tp in self._consumer.paused():
                 self._consumer.resume(tp)
+        self._rq_next_due_ms = next_due_ms
         return out
 
     def _mq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Work:
@@ -591,3 +607,7 @@ class ShardRunner:
             TopicPartition(storage.name, partition_for(group, storage.partitions, storage.k))
         )
         return None if offset is None else (idx, offset)
+
+
+def _itself(work: Work) -> Work:
+    return work
