@@ -13,7 +13,8 @@ from app.batch.service import BatchService
 from app.dashboard.dashboard import DashboardService
 from app.errors import ConfigError
 from app.hub.web import HubHolder
-from app.kafka.admin import resume_offsets, true_end_offsets
+from app.kafka.admin import resume_offsets
+from app.kafka.broker import broker_for
 from app.kafka.faust_compat import seek_on_consumer_thread
 from app.kafka.in_order import InOrderPositions, PositionStore
 from app.pipeline.service import PipelineHost
@@ -41,8 +42,8 @@ class WorkerContext:
 
     def in_order_positions(self, topic: str, group: str, store: PositionStore) -> InOrderPositions:
         """An agent's in-order positions over `topic` (app.kafka.in_order): seeks on the app's
-        consumer thread, resumes where `group` would, and probes true end offsets."""
-        app, bootstrap = self.app, self.settings.bootstrap
+        consumer thread, resumes where `group` would, and asks the broker port for end offsets."""
+        app, broker = self.app, broker_for(self.settings)
 
         async def seek(partition: int, offset: int) -> bool:
             return await seek_on_consumer_thread(app.consumer, TP(topic, partition), offset)
@@ -51,6 +52,6 @@ class WorkerContext:
             topic,
             store,
             seek,
-            lambda ps: resume_offsets(bootstrap, group, [(topic, p) for p in ps]),
-            lambda ps: true_end_offsets(bootstrap, [(topic, p) for p in ps]),
+            lambda ps: resume_offsets(broker, group, [(topic, p) for p in ps]),
+            lambda ps: broker.end_offsets([(topic, p) for p in ps]),
         )

@@ -32,8 +32,9 @@ def register(worker: WorkerContext) -> None:
         return
     host = worker.pipeline_host = PipelineHost(settings, load_definition(settings.pipeline_file))
     register_views(app, {host.definition.name: PipelineOperator(host)}, settings)
-    # A restart on its own RocksDB datadir relies on create_app's true changelog highwaters
-    # (app.kafka.faust_compat); Faust's recovery consistency check stays on.
+    # A restart on its own RocksDB datadir relies on true changelog highwaters (on the embedded
+    # broker, create_app's patch of Faust's recovery: app.kafka.broker); Faust's recovery
+    # consistency check stays on.
     table = offsets_table(app)
     control_name = host.topics.control
     control = app.topic(control_name, partitions=1, key_type=bytes, value_serializer="json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr, ValidationError
@@ -13,7 +13,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
 
-__all__ = ["DEFAULT_METADATA_TOPIC", "EMULATOR_KEY", "MysqlTarget", "Settings", "get_settings", "is_loopback"]
+__all__ = [
+    "BROKER_KINDS",
+    "DEFAULT_METADATA_TOPIC",
+    "EMULATOR_KEY",
+    "BrokerKind",
+    "MysqlTarget",
+    "Settings",
+    "get_settings",
+    "is_loopback",
+]
+
+# Which broker answers (app.kafka.broker): the embedded Tansu broker, whose quirks hubstream works
+# around, or Apache Kafka (and brokers that answer as it does).
+BrokerKind = Literal["embedded", "kafka"]
+BROKER_KINDS: tuple[BrokerKind, ...] = get_args(BrokerKind)
 
 # Event containers of the hub on the embedded Cosmos endpoint (see Settings.hub_event_shards).
 EMBEDDED_EVENT_SHARDS = 64
@@ -78,6 +92,9 @@ class Settings(BaseSettings):
     # Kafka: unset means "start the embedded Tansu broker on 127.0.0.1:EMBEDDED_BROKER_PORT".
     kafka_bootstrap: str | None = Field(default=None, validation_alias="KAFKA_BOOTSTRAP")
     embedded_broker_port: int = Field(default=9092, ge=1, le=65535, validation_alias="EMBEDDED_BROKER_PORT")
+    # embedded | kafka; unset: embedded without KAFKA_BOOTSTRAP, kafka with it. Say `embedded` of
+    # a Tansu broker started elsewhere (KAFKA_BOOTSTRAP pointing at it).
+    kafka_broker_kind: BrokerKind | None = Field(default=None, validation_alias="KAFKA_BROKER_KIND")
     # Replication factor of every topic hubstream creates (3 is usual on a production cluster).
     kafka_replication_factor: int = Field(default=1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR")
 
@@ -190,6 +207,13 @@ class Settings(BaseSettings):
     @property
     def bootstrap(self) -> str:
         return self.kafka_bootstrap or f"127.0.0.1:{self.embedded_broker_port}"
+
+    @property
+    def broker_kind(self) -> BrokerKind:
+        """The broker whose answers hubstream expects (app.kafka.broker.broker_for)."""
+        if self.kafka_broker_kind is not None:
+            return self.kafka_broker_kind
+        return "embedded" if self.embedded_kafka else "kafka"
 
     @property
     def hub_event_shards(self) -> int:

@@ -168,6 +168,7 @@ def main() -> None:
         os.environ,
         HUBSTREAM_APP_ID=f"bench-acks-{suffix}",
         KAFKA_BOOTSTRAP=settings.bootstrap,
+        KAFKA_BROKER_KIND=settings.broker_kind,
         TABLE_PARTITIONS=str(PARTITIONS),
         BATCH_ACKS_TOPIC=f"bench-acks-{suffix}",
         BATCH_COMPLETIONS_TOPIC=f"bench-done-{suffix}",

@@ -7,7 +7,7 @@ keys (key k{i % keys}, its partition (i % keys) % partitions), in batches of 1,0
 hands them over (a run of each partition's next records). Each batch goes to
 `KeyedConsumer._admit_batch` (what the poll thread schedules on the loop) while fewer than
 `buffered` records wait, as the poll loop reads ahead; the copy's workers run a no-op handler
-through the engine (in-memory key states and retry/DLQ queues: `app.consumer.memory`) and finish
+through the engine (in-memory key states and retry/DLQ queues: `app.ordered.memory`) and finish
 the offsets, and every --commit-every batches the commit to send is computed (`_to_commit`, with
 its finished-offsets metadata), as the poll thread asks every commit_interval_s. The clock stops
 when every record is finished and the last commit is computed; the run checks that it covers

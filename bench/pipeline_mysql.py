@@ -37,7 +37,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
-from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import broker_for
 from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog
@@ -174,7 +175,7 @@ async def run_end_to_end(
 ) -> tuple[float, KafkaCommitLog]:
     """The composite reader and the writer together, from an empty commit log (returned, still open)."""
     control_topic = f"bench-pl-{suffix}.control"
-    commit_log = KafkaCommitLog(settings.bootstrap, f"bench-pl-{suffix}.log")
+    commit_log = KafkaCommitLog(broker_for(settings), f"bench-pl-{suffix}.log")
     commit_log.ensure_topic(settings.kafka_replication_factor)
     KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create([TopicSpec(control_topic, 1)])
     source = CompositeSource(settings, {"topic": composite}, args.batch_size, 0.2)
@@ -261,7 +262,7 @@ def main() -> None:
     store.close()
     storage = composite.storage_topics[0]
     partitions = [(storage.name, p) for p in range(storage.partitions)]
-    ends = true_end_offsets(settings.bootstrap, partitions)
+    ends = broker_for(settings).end_offsets(partitions)
     assert sum(ends) == args.rows, f"composite topic holds {sum(ends)} of {args.rows} rows"
 
     coroutine = run_rounds(settings, composite.name, partitions, rows, args, suffix)

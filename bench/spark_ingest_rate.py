@@ -143,7 +143,10 @@ def main() -> None:
         prepared = [(k.encode(), route(group_hash(k), PARTITIONS, 1), v) for k, _r, v in _events(path)]
         raw_s = raw_producer(prepared, topics["raw"].name)
 
-    ends = {side: store.admin.end_offsets(t.name, t.partitions) for side, t in topics.items()}
+    ends = {
+        side: store.broker.end_offsets([(t.name, p) for p in range(t.partitions)])
+        for side, t in topics.items()
+    }
     assert ends["spark_cold"] == ends["spark"] == ends["baseline"] == ends["raw"], ends
     assert produced_cold == produced_warm == sent == sum(ends["spark"])
     for name in names.values():

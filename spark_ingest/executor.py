@@ -25,6 +25,7 @@ from app.composite.store import MetadataStore
 from app.crashpoints import arm, crash_point, disarm
 from app.dataavailable import DataAvailable
 from app.errors import HubstreamError
+from app.kafka.broker import broker_of
 from app.kafka.producing import ProduceFailed, produce_blocking
 from spark_ingest.errors import DeliveryFailed
 from spark_ingest.plan import IngestPlan, SplitKey, file_identity, item_ids_from
@@ -252,7 +253,9 @@ def _target(plan: IngestPlan) -> RoutedTarget:
     store = _STORES.get((bootstrap, plan.metadata_topic))
     if store is None:
         store = _STORES[(bootstrap, plan.metadata_topic)] = MetadataStore(
-            bootstrap, plan.metadata_topic, replication_factor=plan.replication_factor
+            broker_of(plan.broker_kind, bootstrap),
+            plan.metadata_topic,
+            replication_factor=plan.replication_factor,
         )
     return RoutedTarget(store, plan.composite_topic, plan.metadata_refresh_s, plan.max_group_id_bytes)
 

@@ -209,6 +209,7 @@ def run_ingest(
         producer_config=producer_config(settings, **{"linger.ms": 20, "batch.size": 1_000_000}),
         max_payload_bytes=settings.max_payload_bytes,
         row_offsets=_row_offsets(frame, fmt),
+        broker_kind=settings.broker_kind,
         crash_at=options.crash_at,
     )
     report(

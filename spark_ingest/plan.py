@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from app.settings import BrokerKind
+
 __all__ = [
     "IngestPlan",
     "ItemAssignment",
@@ -120,6 +122,7 @@ class IngestPlan:
     item_offsets: Mapping[SplitKey, int] = field(default_factory=dict)
     items: ItemAssignment | None = None
     flush_every: int = 50_000
+    broker_kind: BrokerKind = "embedded"  # KAFKA_BROKER_KIND: which broker the tasks' reads ask
     crash_at: str = ""  # crash points armed in each task's first attempt (tests; see app.crashpoints)
 
     def row_offset(self, split: SplitKey) -> int:

@@ -4,11 +4,12 @@ The table has SUBSCRIPTION_SHARD_SLOTS partitions, co-partitioned with the slot 
 partitions Faust assigns to workers: owning slot partition s means owning the shards that map
 to s (`app.subscription.shards.slot_of`). A shard's states are written to its slot partition.
 
-A shard loads its states from the changelog itself, reading to the *true* end offset: Faust's
-recovery reads only up to ListOffsets' answer, which the embedded Tansu broker under-reports
-(base offset of the last batch + 1), so a recovered table can miss its newest records. The
-difference found against the local RocksDB partition is logged and counted (`missed_on_recovery`)
-and written back. Reading every slot also re-shards states after a shard-count change.
+A shard loads its states from the changelog itself, reading to its end as the broker port
+answers it (app.kafka.broker). Where the port says a recovered table may miss its changelog's
+newest records (`recovery_misses_newest`: the embedded Tansu broker, whose ListOffsets answer,
+the base offset of the last batch + 1, Faust's recovery reads up to), the difference found against
+the local RocksDB partition is logged and counted (`missed_on_recovery`) and written back.
+Reading every slot also re-shards states after a shard-count change.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import faust
 import orjson
 
 from app.crashpoints import crash_point
+from app.kafka.broker import broker_for
+from app.ordered.rules import GroupState
 from app.settings import Settings
 from app.subscription.memory import MemoryStates
-from app.ordered.rules import GroupState
 from app.subscription.statelog import TABLE_NAME, scan_states, state_key
 
 __all__ = ["GroupStateTable", "SlotStates"]
@@ -86,6 +88,7 @@ class GroupStateTable:
     def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.broker = broker_for(settings)
         self.slots = settings.subscription_shard_slots
         self.table: Any = app.Table(
             TABLE_NAME,
@@ -143,9 +146,8 @@ class GroupStateTable:
         self, subscription: str, epoch: int, slot: int, owns: Callable[[str], bool]
     ) -> SlotStates:
         """States of the groups this shard owns, newest epoch first, read from every slot's changelog."""
-        latest = await asyncio.to_thread(
-            scan_states, self.settings.bootstrap, self.changelog, self.slots, subscription
-        )
+        latest = await asyncio.to_thread(scan_states, self.broker, self.changelog, self.slots, subscription)
+        check_recovery = self.broker.recovery_misses_newest
         shard = SlotStates(self, subscription, epoch, slot)
         for group_id, (record_epoch, record_slot, value) in latest.items():
             if not owns(group_id):
@@ -155,7 +157,7 @@ class GroupStateTable:
             key = state_key(subscription, group_id)
             if record_slot != slot or record_epoch != epoch:
                 shard.put(group_id, state)  # re-shard: the group now lives in this slot
-            elif self.read_local(slot, key) != state:
+            elif check_recovery and self.read_local(slot, key) != state:
                 shard.missed_on_recovery += 1
                 shard.put(group_id, state)
         if shard.missed_on_recovery:

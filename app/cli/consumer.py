@@ -26,6 +26,7 @@ from app.consumer import (
 from app.consumer.inspect import ask_owner, dead_letters, key_state, members
 from app.consumer.replay import replay_dead_letters
 from app.errors import InvalidInput
+from app.kafka.broker import broker_for
 from app.settings import get_settings
 from app.subscription.replay import ReplaySelection
 
@@ -105,6 +106,7 @@ def run(
         metadata_topic=get_settings().metadata_topic,
         replication_factor=get_settings().kafka_replication_factor,
         clock_skew_s=get_settings().clock_skew_s,
+        broker_kind=get_settings().broker_kind,
         key_of=key_from_header(key_header) if key_header else record_key,
         concurrency=concurrency,
         global_in_flight=global_in_flight,
@@ -124,7 +126,7 @@ def run(
 @click.argument("name")
 def members_cmd(name: str) -> None:
     """The live copies of consumer NAME: partitions, in flight, counts and lag."""
-    echo_json([asdict(m) for m in members(get_settings().bootstrap, name)])
+    echo_json([asdict(m) for m in members(broker_for(get_settings()), name)])
 
 
 @consumer.command("state")
@@ -138,11 +140,11 @@ def state_cmd(name: str, key: str, from_changelog: bool, timeout_s: float, all_p
     key in flight, its records waiting), or from the changelog when no owner answers in time;
     `source` says which. --from-changelog: the key state per partition of <NAME>-state only ({}
     for a key that never failed)."""
-    bootstrap = get_settings().bootstrap
+    broker = broker_for(get_settings())
     if from_changelog:
-        echo_json(key_state(bootstrap, name, key))
+        echo_json(key_state(broker, name, key))
         return
-    echo_json(ask_owner(bootstrap, name, key, timeout_s, everywhere=all_partitions).to_json())
+    echo_json(ask_owner(broker, name, key, timeout_s, everywhere=all_partitions).to_json())
 
 
 @consumer.command("dlq")
@@ -152,7 +154,7 @@ def dlq_cmd(name: str, limit: int) -> None:
     """The dead letters of consumer NAME with the reason each failed."""
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
-    echo_json(dead_letters(get_settings().bootstrap, name, limit))
+    echo_json(dead_letters(broker_for(get_settings()), name, limit))
 
 
 @consumer.command("replay")
@@ -178,4 +180,4 @@ def replay_cmd(
             "select dead letters with --key, --message-id, --since-ms/--until-ms, or --all"
         )
     crashpoints.arm(get_settings().crash_at)  # fault injection for crash tests; nothing when unset
-    echo_json(replay_dead_letters(get_settings().bootstrap, name, selection))
+    echo_json(replay_dead_letters(broker_for(get_settings()), name, selection))

@@ -47,12 +47,13 @@ def _writer_ref(ref: str) -> tuple[str, str]:
 
 def _state(settings: Settings, name: str) -> dict[str, object]:
     from app.kafka.admin import KafkaAdmin
+    from app.kafka.broker import broker_for
     from app.pipeline.state import read_state
 
     topics = _topics(settings, name)
     if topics.log not in KafkaAdmin(settings.bootstrap).topics():
         raise UnknownPipeline(f"no pipeline named {name!r} (no topic {topics.log})")
-    return read_state(settings.bootstrap, topics.changelog, topics.control, topics.app_id)
+    return read_state(broker_for(settings), topics.changelog, topics.control, topics.app_id)
 
 
 def _send(settings: Settings, name: str, record: dict[str, object]) -> None:
@@ -155,13 +156,14 @@ def status(name: str) -> None:
     if live is not None:
         echo_json(live)
         return
+    from app.kafka.broker import broker_for
     from app.pipeline.kafka_log import log_end
     from app.pipeline.state import split_states
 
     settings = get_settings()
     writers, readers = split_states(_state(settings, name))  # type: ignore[arg-type]
     topics = _topics(settings, name)
-    end = log_end(settings.bootstrap, topics.log)
+    end = log_end(broker_for(settings), topics.log)
     echo_json(  # the live status's keys, as far as Kafka knows them
         {
             "pipeline": name,
@@ -204,12 +206,13 @@ def _log_entries(name: str, first: int, last: int) -> list[dict[str, Any]]:
 
 
 def _kafka_log(name: str, first: int, last: int) -> list[dict[str, Any]]:
+    from app.kafka.broker import broker_for
     from app.pipeline.kafka_log import read_log_range
 
     settings = get_settings()
     _state(settings, name)
     topic = _topics(settings, name).log
-    entries = read_log_range(settings.bootstrap, topic, first, last)
+    entries = read_log_range(broker_for(settings), topic, first, last)
     return [to_wire(entry_view(e)) for e in entries]
 
 
@@ -271,11 +274,12 @@ def offset_mark(writer: str, offset: int) -> None:
         return
     except (ServiceUnavailable, UnknownPipeline) as exc:
         click.echo(f"note: {exc}; sending the mark as a control record", err=True)
+    from app.kafka.broker import broker_for
     from app.pipeline.kafka_log import log_end
 
     settings = get_settings()
     _state(settings, name)
-    end = log_end(settings.bootstrap, _topics(settings, name).log)
+    end = log_end(broker_for(settings), _topics(settings, name).log)
     if not -1 <= offset < end:
         raise InvalidInput(f"offset {offset} is outside -1..{end - 1} of the commit log")
     _send(settings, name, {"kind": "mark", "writer": writer_name, "offset": offset})

@@ -10,9 +10,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.composite.errors import ReadPointerOutOfRange
 from app.composite.store import MetadataStore
 from app.errors import ServiceUnavailable
-from app.kafka.admin import true_end_offsets, true_start_offsets
+from app.kafka.broker import confluent_seek
 from app.kafka.consuming import partition_reader
-from app.kafka.sequence import SequenceGuard
 
 __all__ = ["ConsumedMessage", "consume"]
 
@@ -43,15 +42,15 @@ def consume(
     try:
         where = [(storage.name, partition)]
         low, _ = consumer.get_watermark_offsets(TopicPartition(storage.name, partition), timeout=timeout_s)
-        if offset < low:  # the embedded broker's listed start can be too high: only a read says
-            low = true_start_offsets(store.bootstrap, where, timeout_s)[0]
-        high = true_end_offsets(store.bootstrap, where, timeout_s)[0]
+        if offset < low:  # a listed start can be too high (the embedded broker's): ask the port
+            low = store.broker.start_offsets(where, timeout_s)[0]
+        high = store.broker.end_offsets(where, timeout_s)[0]
         if not low <= offset < high:
             raise ReadPointerOutOfRange(
                 f"{storage.name}[{partition}] offset={offset} is outside the readable range {low}..{high - 1}"
             )
         consumer.assign([TopicPartition(storage.name, partition, offset)])
-        guard = SequenceGuard.of(consumer)
+        guard = store.broker.fetch_guard(confluent_seek(consumer))
         guard.expect(storage.name, partition, offset)
         wanted = min(max_messages, high - offset)
         out: list[ConsumedMessage] = []

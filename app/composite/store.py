@@ -16,6 +16,7 @@ from app.composite.errors import CompositeTopicExists, UnknownCompositeTopic
 from app.composite.model import CompositeTopic
 from app.crashpoints import crash_point
 from app.kafka.admin import TopicSpec
+from app.kafka.broker import BrokerPort, broker_for
 from app.kafka.compacted import CompactedLog
 from app.settings import Settings
 
@@ -25,12 +26,13 @@ __all__ = ["MetadataStore"]
 class MetadataStore:
     """Reads and writes composite-topic definitions in the metadata topic."""
 
-    def __init__(self, bootstrap: str, metadata_topic: str, *, replication_factor: int) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, broker: BrokerPort, metadata_topic: str, *, replication_factor: int) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap
         self.topic = metadata_topic
         self.replication_factor = replication_factor
         self._log = CompactedLog(
-            bootstrap,
+            broker,
             metadata_topic,
             reader_group="hubstream-metadata-reader",
             point="composite.metadata.write",
@@ -43,7 +45,9 @@ class MetadataStore:
     def of(cls, settings: Settings) -> MetadataStore:
         """The store of these settings' broker and metadata topic."""
         return cls(
-            settings.bootstrap, settings.metadata_topic, replication_factor=settings.kafka_replication_factor
+            broker_for(settings),
+            settings.metadata_topic,
+            replication_factor=settings.kafka_replication_factor,
         )
 
     # -- reading -------------------------------------------------------------------
@@ -116,7 +120,9 @@ class MetadataStore:
         topic = self.get(name)
         data = topic.to_json()
         for entry, storage in zip(data["storage_topics"], topic.storage_topics, strict=True):  # type: ignore[call-overload]
-            entry["end_offsets"] = self.admin.end_offsets(storage.name, storage.partitions)
+            entry["end_offsets"] = self.broker.end_offsets(
+                [(storage.name, p) for p in range(storage.partitions)]
+            )
         return data
 
     def close(self) -> None:

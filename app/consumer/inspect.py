@@ -15,7 +15,8 @@ from app.consumer.members import Member, live_members
 from app.consumer.owner import Answer, KeyAnswer, Request, ask, decode_reply, encode_request
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
-from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.kafka.admin import KafkaAdmin
+from app.kafka.broker import BrokerPort
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
@@ -25,24 +26,26 @@ from app.ordered.records import decode_internal, header_map, user_headers
 __all__ = ["ask_owner", "changelog_states", "dead_letters", "key_state", "members"]
 
 
-def members(bootstrap: str, name: str) -> list[Member]:
-    records = read_topic(bootstrap, f"{name}-members", compacted=True)
+def members(broker: BrokerPort, name: str) -> list[Member]:
+    records = read_topic(broker, f"{name}-members", compacted=True)
     return live_members([(m.key(), m.value()) for m in records])
 
 
-def key_state(bootstrap: str, name: str, key: str) -> dict[int, dict[str, Any]]:
+def key_state(broker: BrokerPort, name: str, key: str) -> dict[int, dict[str, Any]]:
     """The newest state of `key` in each partition of the changelog `<name>-state` that has one
     (a key that never failed has none: it is delivered straight away)."""
-    return changelog_states(bootstrap, name, key, _partitions(bootstrap, f"{name}-state"))
+    return changelog_states(broker, name, key, _partitions(broker.bootstrap, f"{name}-state"))
 
 
-def changelog_states(bootstrap: str, name: str, key: str, partitions: list[int]) -> dict[int, dict[str, Any]]:
+def changelog_states(
+    broker: BrokerPort, name: str, key: str, partitions: list[int]
+) -> dict[int, dict[str, Any]]:
     """`key`'s newest value (`{"s": GroupState JSON, "at_ms": written}`) in these partitions of
     `<name>-state`, where it has one."""
     found: dict[int, dict[str, Any] | None] = {}
     wanted = key.encode()
     topic = f"{name}-state"
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}, compacted=True):
+    for msg in read_from(broker, {(topic, p): 0 for p in partitions}, compacted=True):
         if msg.key() == wanted:
             value = msg.value()
             found[msg.partition()] = None if value is None else orjson.loads(value)
@@ -50,7 +53,7 @@ def changelog_states(bootstrap: str, name: str, key: str, partitions: list[int])
 
 
 def ask_owner(
-    bootstrap: str, name: str, key: str, timeout_s: float = 5.0, *, everywhere: bool = False
+    broker: BrokerPort, name: str, key: str, timeout_s: float = 5.0, *, everywhere: bool = False
 ) -> KeyAnswer:
     """The state of ordering key `key` as the copy owning it sees it (its state in memory, the
     record of the key running now, its records waiting), asked through `<name>-requests`; what no
@@ -58,26 +61,27 @@ def ask_owner(
     the answer's `source` says which. `everywhere`: ask every lane partition's owner (for
     producers that do not partition the source by the ordering key with librdkafka's default
     partitioner)."""
-    return ask(KafkaAsking(bootstrap, name), key, timeout_s, everywhere=everywhere)
+    return ask(KafkaAsking(broker, name), key, timeout_s, everywhere=everywhere)
 
 
 class KafkaAsking:
     """`owner.Transport` on the broker."""
 
-    def __init__(self, bootstrap: str, name: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, broker: BrokerPort, name: str) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap
         self.name = name
         self.requests = f"{name}-requests"
         self.replies_topic = f"{name}-replies"
 
     def routes(self) -> list[str]:
-        return [m.key_route for m in members(self.bootstrap, self.name)]
+        return [m.key_route for m in members(self.broker, self.name)]
 
     def lanes(self) -> int:
         return KafkaAdmin(self.bootstrap).topics().get(self.requests, 0)
 
     def reply_mark(self) -> int:
-        return true_end_offsets(self.bootstrap, [(self.replies_topic, 0)])[0]
+        return self.broker.end_offsets([(self.replies_topic, 0)])[0]
 
     def send(self, partitions: list[int], request: Request) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
@@ -102,14 +106,14 @@ class KafkaAsking:
             reader.close()
 
     def changelog(self, key: str) -> dict[int, dict[str, Any]]:
-        return key_state(self.bootstrap, self.name, key)
+        return key_state(self.broker, self.name, key)
 
 
-def dead_letters(bootstrap: str, name: str, limit: int = 100) -> list[dict[str, Any]]:
+def dead_letters(broker: BrokerPort, name: str, limit: int = 100) -> list[dict[str, Any]]:
     """The first `limit` dead letters, each with its source, key and the reason it failed."""
     topic = f"{name}-dlq"
     out: list[dict[str, Any]] = []
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in _partitions(bootstrap, topic)}):
+    for msg in read_from(broker, {(topic, p): 0 for p in _partitions(broker.bootstrap, topic)}):
         headers = list(msg.headers() or ())
         entry: dict[str, Any] = {
             "partition": msg.partition(),

@@ -48,10 +48,10 @@ from app.consumer.throttle import Throttle
 from app.consumer.topics import drained_facts, ensure_topics, read_as_named, resolve_source
 from app.crashpoints import crash_point
 from app.errors import ConfigError, HubstreamError
+from app.kafka.broker import FetchGuard, broker_for, confluent_seek
 from app.kafka.consuming import group_member
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
-from app.kafka.sequence import SequenceGuard
 from app.ordered.errors import UndecodableMessage
 from app.ordered.orphans import Copy, Queue
 from app.ordered.records import decode_internal, header_map
@@ -75,7 +75,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self._started_ms = int(time.time() * 1000)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._consumer: Consumer | None = None
-        self._guard: SequenceGuard | None = None  # checks where each assigned partition starts
+        self._guard: FetchGuard | None = None  # checks where each assigned partition starts
         self._owned: set[int] = set()
         self._trackers: dict[TP, OffsetTracker] = {}
         self._committed: dict[TP, Commit] = {}
@@ -124,7 +124,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self._loop = asyncio.get_running_loop()
         if s.composite_topic is not None:
             self._store = MetadataStore(
-                s.bootstrap, s.metadata_topic, replication_factor=s.replication_factor
+                broker_for(s), s.metadata_topic, replication_factor=s.replication_factor
             )
             try:
                 await self._start_composite(self._store)
@@ -159,8 +159,8 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             },
         )
         self._consumer = consumer
-        # Only starts are checked: a source topic may be compacted (app.kafka.sequence).
-        self._guard = SequenceGuard.of(consumer, compacted=True)
+        # Only starts are checked: a source topic may be compacted (the broker's fetch guard).
+        self._guard = broker_for(s).fetch_guard(confluent_seek(consumer), compacted=True)
         subscribed = list(self._topics)
         consumer.subscribe(
             subscribed,
@@ -409,7 +409,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             found[(tp.topic, tp.partition)] = decode_finished(tp.offset, tp.metadata)
         return found
 
-    def _guarded(self) -> SequenceGuard:
+    def _guarded(self) -> FetchGuard:
         assert self._guard is not None, "the guard is made with the consumer"
         return self._guard
 
@@ -475,7 +475,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             ("dlq", {(s.dlq_topic, p): dlq_from[p] for p in mains}),
         ]
         for queue, starts in plan:
-            for msg in read_from(s.bootstrap, starts):
+            for msg in read_from(broker_for(s), starts):
                 if queue == "dlq":
                     dlq_ends[msg.partition()] = msg.offset() + 1
                 copy = copy_at(queue, msg.offset(), msg.headers())

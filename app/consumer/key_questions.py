@@ -20,6 +20,7 @@ from app.consumer.progress import KeyLanes
 from app.consumer.queues import KafkaStateLog
 from app.crashpoints import crash_point
 from app.errors import HubstreamError
+from app.kafka.broker import broker_for
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import AsyncProducer
 from app.ordered.rules import GroupState
@@ -86,7 +87,7 @@ class KeyQuestions(OnLoop):
             if loaded:
                 state = self._states.get(partition, key)
             else:
-                found = await asyncio.to_thread(changelog_states, s.bootstrap, s.name, key, [partition])
+                found = await asyncio.to_thread(changelog_states, broker_for(s), s.name, key, [partition])
                 state = GroupState.from_json(found[partition]["s"]) if partition in found else None
             waiting = self._retry_wait.get(partition, ())
             due = [w.meta.due_ms for w, _ in waiting if w.ordering_key == key and w.meta is not None]

@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol
 from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
 from app.ordered.policy import OnDlq, RetryPolicy
-from app.settings import DEFAULT_METADATA_TOPIC
+from app.settings import BROKER_KINDS, DEFAULT_METADATA_TOPIC, BrokerKind
 
 __all__ = [
     "ConsumerSettings",
@@ -124,7 +124,10 @@ class ConsumerSettings:
     storage topics are read in order, the next one only once the produce pointer has been past the
     current one for `switch_grace_s` (producers still holding the old pointer) and the group has
     committed every partition of it to its end. The topics the consumer creates get
-    `replication_factor` replicas (the CLI's: the KAFKA_REPLICATION_FACTOR setting)."""
+    `replication_factor` replicas (the CLI's: the KAFKA_REPLICATION_FACTOR setting). `broker_kind`
+    says which broker answers (app.kafka.broker; the CLI's: the KAFKA_BROKER_KIND setting):
+    "embedded" (the default, right on every broker) works around the embedded Tansu broker's
+    answers, "kafka" takes Apache Kafka's as they are."""
 
     name: str
     topic: str = ""
@@ -148,6 +151,7 @@ class ConsumerSettings:
     # how far this host's clock may run ahead of the one that switched (a start judges the grace
     # on the switch time the definition records)
     clock_skew_s: float = 30.0
+    broker_kind: BrokerKind = "embedded"
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -169,6 +173,8 @@ class ConsumerSettings:
             raise InvalidInput("switch_grace_s and clock_skew_s must be numbers, not negative")
         if self.replication_factor < 1:
             raise InvalidInput("replication_factor must be at least 1")
+        if self.broker_kind not in BROKER_KINDS:
+            raise InvalidInput(f"broker_kind {self.broker_kind!r}: use one of {', '.join(BROKER_KINDS)}")
         if self.concurrency < 1 or self.buffered < 1:
             raise InvalidInput("concurrency and buffered must be at least 1")
         if self.global_in_flight is not None and self.global_in_flight < 1:

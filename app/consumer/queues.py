@@ -12,6 +12,7 @@ import orjson
 from app.consumer.model import ConsumerSettings
 from app.consumer.orphans import DLQ_MARK_KEY, DlqMark
 from app.crashpoints import crash_point
+from app.kafka.broker import broker_for
 from app.kafka.producing import AsyncProducer, RecordRefused
 from app.kafka.reading import read_from
 from app.ordered.errors import CopyRefused
@@ -41,7 +42,7 @@ class KafkaStateLog:
         loaded: dict[int, dict[str, GroupState]] = {p: {} for p in partitions}
         marks = {p: 0 for p in partitions}
         starts = {(self.settings.state_topic, p): 0 for p in partitions}
-        for msg in read_from(self.settings.bootstrap, starts, compacted=True):
+        for msg in read_from(broker_for(self.settings), starts, compacted=True):
             if msg.key() == DLQ_MARK_KEY:
                 if msg.value() is not None:
                     marks[msg.partition()] = max(

@@ -27,6 +27,7 @@ from app.consumer.orphans import DLQ_MARK_KEY
 from app.crashpoints import crash_point
 from app.errors import ConflictError
 from app.kafka.admin import KafkaAdmin
+from app.kafka.broker import BrokerPort
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
@@ -41,9 +42,9 @@ class ConsumerRunning(ConflictError):
     """A copy of the consumer is alive: stop every copy before replaying its dead letters."""
 
 
-def _newest_states(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, dict[str, GroupState]]:
+def _newest_states(broker: BrokerPort, topic: str, partitions: list[int]) -> dict[int, dict[str, GroupState]]:
     states: dict[int, dict[str, GroupState]] = defaultdict(dict)
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}, compacted=True):
+    for msg in read_from(broker, {(topic, p): 0 for p in partitions}, compacted=True):
         if msg.key() == DLQ_MARK_KEY:
             continue
         key = (msg.key() or b"").decode("utf-8", "replace")
@@ -54,10 +55,12 @@ def _newest_states(bootstrap: str, topic: str, partitions: list[int]) -> dict[in
     return states
 
 
-def _dead_letters(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, list[tuple[DlqEntry, Any]]]:
+def _dead_letters(
+    broker: BrokerPort, topic: str, partitions: list[int]
+) -> dict[int, list[tuple[DlqEntry, Any]]]:
     """Each partition's dead letters of a known key (undecodable records have none: never replayed)."""
     found: dict[int, list[tuple[DlqEntry, Any]]] = defaultdict(list)
-    for msg in read_from(bootstrap, {(topic, p): 0 for p in partitions}):
+    for msg in read_from(broker, {(topic, p): 0 for p in partitions}):
         headers = list(msg.headers() or ())
         key = header_map(headers).get(KEY_HEADER)
         if key is None:
@@ -114,17 +117,17 @@ async def _copy_and_record(
         await producer.close()
 
 
-def replay_dead_letters(bootstrap: str, name: str, selection: ReplaySelection) -> dict[str, Any]:
+def replay_dead_letters(broker: BrokerPort, name: str, selection: ReplaySelection) -> dict[str, Any]:
     """Replay the selected unresolved dead letters (`selection.group_id` selects an ordering key)."""
-    alive = members(bootstrap, name)
+    alive = members(broker, name)
     if alive:
         raise ConsumerRunning(
             f"consumer {name!r} has {len(alive)} live copies ({', '.join(m.member for m in alive[:3])}); "
             "stop every copy before replaying its dead letters"
         )
-    partitions = list(range(KafkaAdmin(bootstrap).topics().get(f"{name}-dlq", 0)))
-    states = _newest_states(bootstrap, f"{name}-state", partitions)
-    letters = _dead_letters(bootstrap, f"{name}-dlq", partitions)
+    partitions = list(range(KafkaAdmin(broker.bootstrap).topics().get(f"{name}-dlq", 0)))
+    states = _newest_states(broker, f"{name}-state", partitions)
+    letters = _dead_letters(broker, f"{name}-dlq", partitions)
     plans: dict[int, dict[str, list[DlqEntry]]] = {}
     records: dict[tuple[int, int], Any] = {}
     for partition, found in letters.items():
@@ -133,7 +136,7 @@ def replay_dead_letters(bootstrap: str, name: str, selection: ReplaySelection) -
             plans[partition] = plan
             records.update(((partition, entry.dlq[1]), msg) for entry, msg in found)
     if plans:
-        asyncio.run(_copy_and_record(bootstrap, name, plans, records, states))
+        asyncio.run(_copy_and_record(broker.bootstrap, name, plans, records, states))
     return {
         "consumer": name,
         "replayed": sum(len(picked) for plan in plans.values() for picked in plan.values()),

@@ -12,7 +12,8 @@ from app.composite.store import MetadataStore
 from app.consumer.model import ConsumerSettings
 from app.consumer.source import Source
 from app.errors import ConfigError
-from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets, true_end_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets
+from app.kafka.broker import broker_for
 
 __all__ = ["drained_facts", "ensure_topics", "read_as_named", "resolve_source"]
 
@@ -27,7 +28,7 @@ def read_as_named(settings: ConsumerSettings) -> ConsumerSettings:
     if settings.composite_topic is not None or settings.topic in KafkaAdmin(settings.bootstrap).topics():
         return settings
     store = MetadataStore(
-        settings.bootstrap, settings.metadata_topic, replication_factor=settings.replication_factor
+        broker_for(settings), settings.metadata_topic, replication_factor=settings.replication_factor
     )
     try:
         store.get(settings.topic)
@@ -64,7 +65,7 @@ def drained_facts(settings: ConsumerSettings, source: Source, idx: int) -> Drain
     storage = source.composite.storage_topics[idx]
     tps = [(storage.name, p) for p in range(storage.partitions)]
     committed = committed_offsets(settings.bootstrap, settings.name, tps)
-    ends = true_end_offsets(settings.bootstrap, tps)
+    ends = broker_for(settings).end_offsets(tps)
     return {idx: {p: done >= end for (_, p), done, end in zip(tps, committed, ends, strict=True)}}
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from app.batch.model import ESTIMATED_PREFIX, EXACT_PREFIX, EstimatedBatch, ExactBatch
 from app.composite.store import MetadataStore
-from app.kafka.admin import KafkaAdmin, true_end_offsets
+from app.kafka.admin import KafkaAdmin
+from app.kafka.broker import broker_for
 from app.pipeline.kafka_log import PipelineTopics, log_end
 from app.pipeline.state import read_state, split_states
 from app.settings import Settings
@@ -41,7 +42,7 @@ def composite_section(metadata: MetadataStore) -> list[dict[str, Any]]:
         for storage in topic.storage_topics
         for p in range(storage.partitions)
     ]
-    ends = dict(zip(tps, true_end_offsets(metadata.bootstrap, tps), strict=True)) if tps else {}
+    ends = dict(zip(tps, metadata.broker.end_offsets(tps), strict=True)) if tps else {}
     out: list[dict[str, Any]] = []
     for name in sorted(topics):
         topic = topics[name]
@@ -134,9 +135,9 @@ def pipelines_section(settings: Settings) -> list[dict[str, Any]]:
 
 def _pipeline(settings: Settings, topics: Any) -> dict[str, Any]:
 
-    state = read_state(settings.bootstrap, topics.changelog, topics.control, topics.app_id)
+    state = read_state(broker_for(settings), topics.changelog, topics.control, topics.app_id)
     writers, readers = split_states(state)
-    end = log_end(settings.bootstrap, topics.log)
+    end = log_end(broker_for(settings), topics.log)
     return {
         "name": topics.name,
         "commit_log": topics.log,

@@ -43,6 +43,7 @@ from app.flow.readback import (
     subscription_topics,
 )
 from app.flow.watch import FLOW_STAGES, FlowWatch
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.progress import StageFigures, Stages, stage_timeline
 from app.settings import Settings
@@ -281,7 +282,7 @@ class _Before:
     @classmethod
     def read(cls, settings: Settings, topics: SubscriptionTopics) -> _Before:
         main, retry, dead_letter = (
-            ends(settings.bootstrap, partitions(settings, name))
+            ends(broker_for(settings), partitions(settings, name))
             for name in (topics.main, topics.retry, topics.dead_letter)
         )
         return cls(main, retry, dead_letter)
@@ -340,9 +341,9 @@ def run_main_job(
         _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
         drained = _drain(settings, options.workers, recipients, summary.produced, stages)
     console.print(stages.table())
-    produced = since(ends(settings.bootstrap, list(before.main)), before.main)
-    retries = copy_reasons(settings.bootstrap, before.retry)
-    dead_letters = copy_reasons(settings.bootstrap, before.dead_letter)
+    produced = since(ends(broker_for(settings), list(before.main)), before.main)
+    retries = copy_reasons(broker_for(settings), before.retry)
+    dead_letters = copy_reasons(broker_for(settings), before.dead_letter)
     dead_lettered = sum(dead_letters.values())
     figures = stages.figures()
     counts = {

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.composite.store import MetadataStore
-from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.admin import committed_offsets
+from app.kafka.broker import BrokerPort, broker_for
 from app.kafka.reading import read_from, read_to_end
 from app.ordered.errors import UndecodableMessage
 from app.ordered.records import decode_internal
@@ -58,9 +59,9 @@ def partitions(settings: Settings, composite: str) -> list[tuple[str, int]]:
         metadata.close()
 
 
-def ends(bootstrap: str, tps: list[tuple[str, int]]) -> Offsets:
+def ends(broker: BrokerPort, tps: list[tuple[str, int]]) -> Offsets:
     """The end offset of each partition."""
-    return dict(zip(tps, true_end_offsets(bootstrap, tps), strict=True))
+    return dict(zip(tps, broker.end_offsets(tps), strict=True))
 
 
 def consumed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> Offsets:
@@ -73,12 +74,12 @@ def since(now: Mapping[tuple[str, int], int], before: Mapping[tuple[str, int], i
     return sum(max(0, end - before.get(tp, 0)) for tp, end in now.items())
 
 
-def copy_reasons(bootstrap: str, before: Offsets) -> Counter[str]:
+def copy_reasons(broker: BrokerPort, before: Offsets) -> Counter[str]:
     """RQ or DLQ records written since `before` (the partitions' ends then), counted by why:
     `<reason>: <error class>` for a failed message, `sidelined` for one that waited behind its
     group's failure."""
     reasons: Counter[str] = Counter()
-    for record in read_from(bootstrap, before):
+    for record in read_from(broker, before):
         try:
             failure = decode_internal(record.headers()).failure
         except UndecodableMessage:
@@ -93,4 +94,4 @@ def completions_seen(settings: Settings, batch_id: str | None) -> int:
     if batch_id is None:
         return 0
     key = str(batch_id).encode()
-    return sum(1 for k, _ in read_to_end(settings.bootstrap, settings.batch_completions_topic) if k == key)
+    return sum(1 for k, _ in read_to_end(broker_for(settings), settings.batch_completions_topic) if k == key)

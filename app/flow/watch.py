@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 from app.flow.readback import Offsets, consumed, ends, since
+from app.kafka.broker import broker_for
 from app.progress import Stages
 from app.settings import Settings
 from spark_ingest.batch import BatchState
@@ -36,6 +37,7 @@ class FlowWatch:
         """`ends_before`: the topic's partitions and their ends before the run (the topic outlives
         runs: each bar counts what this run adds)."""
         self.bootstrap = settings.bootstrap
+        self.broker = broker_for(settings)
         self.stages = stages
         self.tps = list(ends_before)
         self.ends_before = ends_before
@@ -76,7 +78,7 @@ class FlowWatch:
             self.stages.finish("acked")
 
     def _poll_produced(self) -> None:
-        self._produced = since(ends(self.bootstrap, self.tps), self.ends_before)
+        self._produced = since(ends(self.broker, self.tps), self.ends_before)
         self.stages.update("spark", self._produced, self.total, note=self._tasks_note)
 
     def _poll(self) -> None:

@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import BrokerPort, FetchGuard, confluent_seek
 from app.kafka.consuming import offset_client, partition_reader
-from app.kafka.sequence import SequenceGuard
 from app.kafka.writing import produce_confirmed
 
 __all__ = ["Apply", "CompactedLog"]
@@ -24,23 +24,23 @@ Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombsto
 
 class CompactedLog:
     def __init__(
-        self, bootstrap: str, topic: str, *, reader_group: str, point: str, replication_factor: int
+        self, broker: BrokerPort, topic: str, *, reader_group: str, point: str, replication_factor: int
     ) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.admin = KafkaAdmin(bootstrap, replication_factor)
+        self.broker, self.bootstrap, self.topic = broker, broker.bootstrap, topic
+        self.admin = KafkaAdmin(broker.bootstrap, replication_factor)
         self.lock = threading.Lock()  # hold it around read_new and the reads of what it applied
         self._reader_group, self._write_point = reader_group, point
         self._position = 0
         self._consumer: Consumer | None = None
-        self._guard: SequenceGuard | None = None
+        self._guard: FetchGuard | None = None
         self._offsets: Consumer | None = None
 
-    def _ensure(self) -> tuple[Consumer, SequenceGuard, Consumer]:
+    def _ensure(self) -> tuple[Consumer, FetchGuard, Consumer]:
         if self._consumer is None or self._guard is None or self._offsets is None:
             self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
             self._consumer = partition_reader(self.bootstrap, self._reader_group, partition_eof=True)
             self._consumer.assign([TopicPartition(self.topic, 0, self._position)])
-            self._guard = SequenceGuard.of(self._consumer, compacted=True)
+            self._guard = self.broker.fetch_guard(confluent_seek(self._consumer), compacted=True)
             self._guard.expect(self.topic, 0, self._position)
             # Watermarks come from a second, idle consumer: on the reading one the request would
             # queue behind its long-poll fetch (fetch.wait.max.ms).
@@ -62,8 +62,8 @@ class CompactedLog:
             msg = polled[0]
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
-                    # The embedded broker's ListOffsets may under-report; the end of the partition
-                    # is the true end.
+                    # The listed end may under-report (the embedded broker's does): the end of the
+                    # partition is the true end. (Elsewhere the two agree and this changes nothing.)
                     high = max(high, msg.offset())
                     if self._position >= high:
                         break

@@ -8,24 +8,23 @@ from collections.abc import Generator, Iterator, Mapping
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from app.errors import ServiceUnavailable
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import BrokerPort, confluent_seek
 from app.kafka.consuming import offset_client, partition_reader
-from app.kafka.sequence import SequenceGuard
 
 __all__ = ["read_from", "read_to_end", "read_topic"]
 
 
 def read_to_end(
-    bootstrap: str, topic: str, *, timeout_s: float = 30.0
+    broker: BrokerPort, topic: str, *, timeout_s: float = 30.0
 ) -> Iterator[tuple[bytes | None, bytes]]:
     """Every (key, value) of `topic` from offset 0 to the end it had when called (in offset order
     within a partition); raises ServiceUnavailable when the broker does not hand them over in `timeout_s`."""
-    for msg in read_topic(bootstrap, topic, timeout_s=timeout_s):
+    for msg in read_topic(broker, topic, timeout_s=timeout_s):
         yield msg.key(), msg.value()
 
 
 def read_from(
-    bootstrap: str,
+    broker: BrokerPort,
     starts: Mapping[tuple[str, int], int],
     *,
     timeout_s: float = 30.0,
@@ -37,20 +36,20 @@ def read_from(
     its `stops` offset, exclusive, when that comes first), in offset order within a partition;
     partitions are read together, their records interleaved. ServiceUnavailable when they are not
     all read within `timeout_s`. Offsets compacted away are simply absent: say `compacted=True` of
-    a compacted topic, so that only each partition's start is checked (app.kafka.sequence), not
-    every gap in it.
+    a compacted topic, so that only each partition's start is checked (the broker's fetch guard),
+    not every gap in it. The end is the broker port's answer (`broker.end_offsets`).
     Stopping early: close the generator (contextlib.closing) to close its consumer at once."""
     tps = list(starts)
     if not tps:
         return
-    ends = dict(zip(tps, true_end_offsets(bootstrap, tps, timeout_s=timeout_s), strict=True))
+    ends = dict(zip(tps, broker.end_offsets(tps, timeout_s=timeout_s), strict=True))
     if stops is not None:
         ends = {tp: min(end, stops.get(tp, end)) for tp, end in ends.items()}
     positions = {tp: starts[tp] for tp in tps if starts[tp] < ends[tp]}
     if not positions:
         return
-    consumer = partition_reader(bootstrap, group_id)
-    guard = SequenceGuard.of(consumer, compacted=compacted)
+    consumer = partition_reader(broker.bootstrap, group_id)
+    guard = broker.fetch_guard(confluent_seek(consumer), compacted=compacted)
     try:
         assigned = [TopicPartition(t, p, at) for (t, p), at in positions.items()]
         consumer.assign(assigned)
@@ -77,10 +76,10 @@ def read_from(
 
 
 def read_topic(
-    bootstrap: str, topic: str, *, timeout_s: float = 30.0, compacted: bool = False
+    broker: BrokerPort, topic: str, *, timeout_s: float = 30.0, compacted: bool = False
 ) -> Iterator[Message]:
     """Every record of every partition of `topic` (none when it does not exist), to its end."""
-    consumer = offset_client(bootstrap, "hubstream-read-to-end")
+    consumer = offset_client(broker.bootstrap, "hubstream-read-to-end")
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
     finally:
@@ -88,4 +87,4 @@ def read_topic(
     if meta is None or meta.error is not None:
         return
     starts = {(topic, p): 0 for p in meta.partitions}
-    yield from read_from(bootstrap, starts, timeout_s=timeout_s, compacted=compacted)
+    yield from read_from(broker, starts, timeout_s=timeout_s, compacted=compacted)

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError
 from app.crashpoints import InjectedFault, crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import BrokerPort
 from app.kafka.producing import AsyncProducer, produce_failed, settle
 from app.pipeline.errors import EntryTooLarge
 from app.pipeline.log_reader import KafkaCursor, LogReader, log_end, read_log_range
@@ -155,8 +156,9 @@ class BatchDelivery:
 
 
 class KafkaCommitLog:
-    def __init__(self, bootstrap: str, topic: str, max_message_bytes: int = 1_048_576) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, broker: BrokerPort, topic: str, max_message_bytes: int = 1_048_576) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap
         self.topic = topic
         self._producer: AsyncProducer | None = None
         self._max_message_bytes = max_message_bytes
@@ -190,7 +192,7 @@ class KafkaCommitLog:
     async def _sync(self) -> None:
         """Number on from the log's end, once every record handed over is confirmed or failed."""
         await self._get_producer().flush()
-        reader = LogReader(self.bootstrap, self.topic, f"hubstream-pipeline-append-{self.topic}")
+        reader = LogReader(self.broker, self.topic, f"hubstream-pipeline-append-{self.topic}")
         try:
             self._next, self._chain.end = await asyncio.to_thread(reader.end_and_high)
         finally:
@@ -229,10 +231,10 @@ class KafkaCommitLog:
             self._next = None
 
     async def end_offset(self) -> int:
-        return await asyncio.to_thread(log_end, self.bootstrap, self.topic)
+        return await asyncio.to_thread(log_end, self.broker, self.topic)
 
     def cursor(self, start: int) -> KafkaCursor:
-        return KafkaCursor(self.bootstrap, self.topic, start)
+        return KafkaCursor(self.broker, self.topic, start)
 
     async def close(self) -> None:
         if self._producer is not None:

@@ -18,9 +18,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.errors import InvalidInput, ServiceUnavailable
-from app.kafka.admin import true_end_offsets, true_start_offsets
+from app.kafka.broker import BrokerPort, confluent_seek
 from app.kafka.consuming import partition_reader
-from app.kafka.sequence import SequenceGuard
 from app.pipeline.log_records import Placed, decode_record, invalid_entries, locate, record_numbers
 from app.pipeline.model import LogEntry
 
@@ -39,22 +38,23 @@ class LogReader:
     """One consumer over the commit log's partition, reading entries from a number on (blocking:
     run it on a thread of its own)."""
 
-    def __init__(self, bootstrap: str, topic: str, group_id: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, broker: BrokerPort, topic: str, group_id: str) -> None:
+        self.broker = broker
+        self.bootstrap = bootstrap = broker.bootstrap
         self.topic = topic
         self._tp = (topic, 0)
         self._consumer: Consumer = partition_reader(
             bootstrap, group_id, reset="earliest", partition_eof=True, overrides={"fetch.wait.max.ms": 50}
         )
-        self._guard = SequenceGuard.of(self._consumer, compacted=True)
+        self._guard = broker.fetch_guard(confluent_seek(self._consumer), compacted=True)
         self._pending: deque[LogEntry] = deque()
         self.position = 0  # the next entry number to hand out
         self._located = False
 
     def bounds(self) -> tuple[int, int]:
         """Kafka's (low, high) watermarks of the log partition, the high one as a fetch reports it."""
-        (low,) = true_start_offsets(self.bootstrap, [self._tp], PROBE_TIMEOUT_S)
-        (high,) = true_end_offsets(self.bootstrap, [self._tp], PROBE_TIMEOUT_S)
+        (low,) = self.broker.start_offsets([self._tp], PROBE_TIMEOUT_S)
+        (high,) = self.broker.end_offsets([self._tp], PROBE_TIMEOUT_S)
         return low, high
 
     def seek(self, number: int, bounds: tuple[int, int] | None = None) -> None:
@@ -178,9 +178,9 @@ class LogReader:
 class KafkaCursor:
     """A writer's cursor over the commit log from entry `start` (no group: positions are ours)."""
 
-    def __init__(self, bootstrap: str, topic: str, start: int) -> None:
+    def __init__(self, broker: BrokerPort, topic: str, start: int) -> None:
         self.topic = topic
-        self._reader = LogReader(bootstrap, topic, f"hubstream-pipeline-cursor-{topic}")
+        self._reader = LogReader(broker, topic, f"hubstream-pipeline-cursor-{topic}")
         self._reader.position = max(start, 0)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"cursor-{topic}")
 
@@ -194,10 +194,10 @@ class KafkaCursor:
 
 
 def read_log_range(
-    bootstrap: str, topic: str, first: int, last: int, timeout_s: float = 10.0
+    broker: BrokerPort, topic: str, first: int, last: int, timeout_s: float = 10.0
 ) -> list[LogEntry]:
     """Entries with first <= number <= last that the log holds (compacted ones are absent)."""
-    reader = LogReader(bootstrap, topic, "hubstream-pipeline-cli")
+    reader = LogReader(broker, topic, "hubstream-pipeline-cli")
     try:
         bounds = reader.bounds()
         end, _ = reader.end_and_high(bounds)
@@ -215,9 +215,9 @@ def read_log_range(
         reader.close()
 
 
-def log_end(bootstrap: str, topic: str) -> int:
+def log_end(broker: BrokerPort, topic: str) -> int:
     """The commit log's end: the number its next entry gets."""
-    reader = LogReader(bootstrap, topic, "hubstream-pipeline-cli")
+    reader = LogReader(broker, topic, "hubstream-pipeline-cli")
     try:
         return reader.end()
     finally:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from app.errors import InvalidInput
+from app.kafka.broker import broker_for
 from app.pipeline.api_models import (
     CommitLog,
     LogPage,
@@ -151,7 +152,7 @@ class PipelineOperator:
         runtime = self._runtime()
         settings = self.host.settings
         entries = await asyncio.to_thread(
-            read_log_range, settings.bootstrap, self.host.topics.log, first, last
+            read_log_range, broker_for(settings), self.host.topics.log, first, last
         )
         return LogPage(
             pipeline=self.name,

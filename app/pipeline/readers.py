@@ -20,9 +20,8 @@ import pymysql.cursors
 from confluent_kafka import KafkaError, TopicPartition
 
 from app.composite.store import MetadataStore
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import FetchGuard, broker_for, confluent_seek
 from app.kafka.consuming import partition_reader
-from app.kafka.sequence import SequenceGuard
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
 from app.pipeline.errors import InvalidDefinition
@@ -275,7 +274,7 @@ class CompositeSource(Threaded):
         self._consumer: Any = None
         self._assigned: set[tuple[str, int]] = set()
         self._starts: dict[str, int] = {}  # where partitions without a position began (start=latest)
-        self._guard: SequenceGuard | None = None  # reads back records the client skipped
+        self._guard: FetchGuard | None = None  # reads back records the client skipped
 
     def _reassign(self, positions: Mapping[str, Any]) -> None:
         """Back to the positions of the entries the log confirmed. A read that ended (a refused
@@ -299,7 +298,7 @@ class CompositeSource(Threaded):
                 partition_eof=True,  # the guard checks where each partition ends, too
                 overrides={"fetch.wait.max.ms": 50},
             )
-            self._guard = SequenceGuard.of(self._consumer)
+            self._guard = broker_for(self.settings).fetch_guard(confluent_seek(self._consumer))
         unplaced = [
             (storage.name, partition)
             for storage in topic.storage_topics
@@ -315,13 +314,13 @@ class CompositeSource(Threaded):
             # Pin "latest" to an offset, so that a read started again begins at the same place.
             latest = [tp for tp in unplaced if known(tp) is None]
             if latest:
-                ends = true_end_offsets(self.settings.bootstrap, latest)
+                ends = broker_for(self.settings).end_offsets(latest)
                 self._starts.update((_where(tp), end) for tp, end in zip(latest, ends, strict=True))
         new = []
         for tp in unplaced:
             start = known(tp)
             # Offset 0, not OFFSET_BEGINNING: the embedded broker can answer "the beginning" with a
-            # later offset (app.kafka.sequence); where retention took 0, the client's reset finds it.
+            # later offset (app.kafka.embedded); where retention took 0, the client's reset finds it.
             new.append(TopicPartition(*tp, int(start) if start is not None else 0))
             self._assigned.add(tp)
         if new:

@@ -13,7 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from app.kafka.admin import KafkaAdmin, TopicSpec, true_end_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import broker_for
 from app.kafka.producing import AsyncProducer
 from app.pipeline.definition import PipelineDefinition
 from app.pipeline.engine import PipelineRuntime
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 def ensure_topics(settings: Settings, topics: PipelineTopics) -> None:
-    KafkaCommitLog(settings.bootstrap, topics.log).ensure_topic(settings.kafka_replication_factor)
+    KafkaCommitLog(broker_for(settings), topics.log).ensure_topic(settings.kafka_replication_factor)
     KafkaAdmin(settings.bootstrap, settings.kafka_replication_factor).create(
         [TopicSpec(topics.control, 1), TopicSpec(topics.dlq, 1)]
     )
@@ -113,9 +114,7 @@ class PipelineHost:
         """Wait until the agent applied every control record written before we started: its
         position in the table reached their end (or, for a table that keeps no position yet, the
         group's committed offset did)."""
-        end = (
-            await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, [(self.topics.control, 0)])
-        )[0]
+        end = (await asyncio.to_thread(broker_for(self.settings).end_offsets, [(self.topics.control, 0)]))[0]
         admin = KafkaAdmin(self.settings.bootstrap, self.settings.kafka_replication_factor)
         position = ControlTable(table)
         deadline = asyncio.get_running_loop().time() + timeout_s
@@ -152,7 +151,7 @@ class PipelineHost:
                 " (replaying a failed range)" if state.failed else "",
             )
         self._commit_log = KafkaCommitLog(
-            self.settings.bootstrap, self.topics.log, self.settings.max_payload_bytes
+            broker_for(self.settings), self.topics.log, self.settings.max_payload_bytes
         )
         runtime = PipelineRuntime(
             name=definition.name,

@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin
+from app.kafka.broker import BrokerPort
 from app.kafka.reading import read_from
 from app.pipeline.offsets import ReaderState, WriterState
 
@@ -172,13 +173,13 @@ def _table_key(raw: bytes) -> str:
     return key if isinstance(key, str) else raw.decode("utf-8", "replace")
 
 
-def read_changelog(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[str, Any]:
+def read_changelog(broker: BrokerPort, topic: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The latest value per key of a Faust table's changelog (JSON keys and values), read to its true end."""
     table: dict[str, Any] = {}
-    if topic not in KafkaAdmin(bootstrap).topics():
+    if topic not in KafkaAdmin(broker.bootstrap).topics():
         return table
     changelog = {(topic, 0): 0}
-    for msg in read_from(bootstrap, changelog, timeout_s=timeout_s, group_id=CLI_GROUP, compacted=True):
+    for msg in read_from(broker, changelog, timeout_s=timeout_s, group_id=CLI_GROUP, compacted=True):
         key = _table_key(msg.key() or b"")
         if msg.value() is None:
             table.pop(key, None)
@@ -188,18 +189,20 @@ def read_changelog(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[
 
 
 def read_state(
-    bootstrap: str, changelog: str, control: str, group: str, timeout_s: float = 10.0
+    broker: BrokerPort, changelog: str, control: str, group: str, timeout_s: float = 10.0
 ) -> dict[str, Any]:
     """The table as the running (or next) pipeline sees it: the changelog plus the control records
     its agent has not applied yet (e.g. the final flush of a clean shutdown): those from the agent's
     position, or from the group's committed offset for a table that keeps none yet."""
-    state = read_changelog(bootstrap, changelog, timeout_s)
+    state = read_changelog(broker, changelog, timeout_s)
     position = ControlTable(state).read()
     state.pop(CONTROL_POSITION_KEY, None)
     start = (
-        position if position is not None else max(KafkaAdmin(bootstrap).committed(group, control, 1)[0], 0)
+        position
+        if position is not None
+        else max(KafkaAdmin(broker.bootstrap).committed(group, control, 1)[0], 0)
     )
-    for msg in read_from(bootstrap, {(control, 0): start}, timeout_s=timeout_s, group_id=CLI_GROUP):
+    for msg in read_from(broker, {(control, 0): start}, timeout_s=timeout_s, group_id=CLI_GROUP):
         try:
             record = orjson.loads(msg.value() or b"null")
         except orjson.JSONDecodeError:

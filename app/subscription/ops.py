@@ -16,7 +16,7 @@ from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
-from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.admin import committed_offsets
 from app.kafka.consuming import offset_client
 from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
@@ -86,7 +86,7 @@ def _check_untaken(metadata: MetadataStore, name: str, partitions: int) -> None:
     except UnknownCompositeTopic:
         return
     routing = [(s.partitions, s.k) for s in topic.storage_topics]
-    if routing == [(partitions, 1)] and not any(true_end_offsets(metadata.bootstrap, topic.partitions)):
+    if routing == [(partitions, 1)] and not any(metadata.broker.end_offsets(topic.partitions)):
         return
     raise InternalTopicTaken(
         f"composite topic {name!r} exists and holds records or another layout (kept by an earlier "
@@ -140,7 +140,7 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
     for key, topic_name in (("mq_lag", sub.topic), ("rq_lag", sub.rq_topic)):
         topic = metadata.get(topic_name)
         tps = topic.partitions
-        ends = true_end_offsets(metadata.bootstrap, tps)
+        ends = metadata.broker.end_offsets(tps)
         committed = committed_offsets(metadata.bootstrap, sub.consumer_group, tps)
         for (storage_name, p), end, done in zip(tps, ends, committed, strict=True):
             storage = topic.storage_topics[topic.index_of(storage_name)]
@@ -148,7 +148,7 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
             shards[shard][key] += max(0, end - done)
     dlq = metadata.get(sub.dlq_topic)
     dlq_tps = dlq.partitions
-    out["dlq_depth"] = sum(true_end_offsets(metadata.bootstrap, dlq_tps))
+    out["dlq_depth"] = sum(metadata.broker.end_offsets(dlq_tps))
     out["shards"] = shards
     return out
 
@@ -189,7 +189,7 @@ def _mq_read_from(metadata: MetadataStore, sub: Subscription) -> int:
     topic = metadata.get(sub.topic)
     for idx, storage in enumerate(topic.storage_topics[: topic.produce_pointer]):
         tps = [(storage.name, p) for p in range(storage.partitions)]
-        ends = true_end_offsets(metadata.bootstrap, tps)
+        ends = metadata.broker.end_offsets(tps)
         if any(
             done < end
             for done, end in zip(
@@ -270,7 +270,7 @@ def reset_offset(
     topic = metadata.get({"mq": sub.topic, "rq": sub.rq_topic, "dlq": sub.dlq_topic}[queue])
     group = sub.consumer_group if queue != "dlq" else f"{sub.consumer_group}-dlq"
     tps = topic.partitions
-    ends = dict(zip(tps, true_end_offsets(metadata.bootstrap, tps), strict=True))
+    ends = dict(zip(tps, metadata.broker.end_offsets(tps), strict=True))
     target: dict[tuple[str, int], int] = {}
     if offset is not None:
         idx = storage_idx or 0
@@ -308,7 +308,7 @@ def read_dlq(metadata: MetadataStore, sub: Subscription, group_id: str | None, l
         parts = [s.route(group_hash(group_id))] if group_id else list(range(s.partitions))
         tps += [(s.name, p) for p in parts]
     out: list[Any] = []
-    with closing(read_from(metadata.bootstrap, dict.fromkeys(tps, 0), timeout_s=120.0)) as records:
+    with closing(read_from(metadata.broker, dict.fromkeys(tps, 0), timeout_s=120.0)) as records:
         for msg in records:
             if group_id and (msg.key() or b"").decode("utf-8", "replace") != group_id:
                 continue

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from app.kafka.broker import BrokerPort, broker_for
 from app.kafka.compacted import CompactedLog
 from app.settings import Settings
 from app.subscription.errors import UnknownSubscription
@@ -27,11 +28,12 @@ SHARD_MARK_INTERVAL_S = 10.0
 
 
 class SubscriptionRegistry:
-    def __init__(self, bootstrap: str, topic: str, *, replication_factor: int) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, broker: BrokerPort, topic: str, *, replication_factor: int) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap
         self.topic = topic
         self._log = CompactedLog(
-            bootstrap,
+            broker,
             topic,
             reader_group="hubstream-subscription-registry",
             point="subscription.registry.write",
@@ -44,7 +46,7 @@ class SubscriptionRegistry:
     def of(cls, settings: Settings) -> SubscriptionRegistry:
         """The registry of these settings' broker and registry topic."""
         return cls(
-            settings.bootstrap,
+            broker_for(settings),
             settings.subscription_registry_topic,
             replication_factor=settings.kafka_replication_factor,
         )

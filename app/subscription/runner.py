@@ -24,9 +24,9 @@ from app.composite.producer import AsyncCompositeProducer
 from app.composite.routing import partition_for
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
-from app.kafka.admin import committed_offsets, true_end_offsets
+from app.kafka.admin import committed_offsets
+from app.kafka.broker import FetchGuard, broker_for
 from app.kafka.reading import read_from
-from app.kafka.sequence import SequenceGuard
 from app.ordered.errors import UndecodableMessage
 from app.ordered.orphans import Queue, adopt
 from app.ordered.records import decode_group_id
@@ -89,6 +89,7 @@ class ShardRunner:
         self.states = states
         self._load_states = load_states
         self.metadata = metadata
+        self.broker = broker_for(settings)
         self.stats = ShardStats()
         self.stopping = asyncio.Event()
         self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
@@ -99,7 +100,7 @@ class ShardRunner:
         self._rq_read: dict[TopicPartition, int] = {}  # the offset after the last RQ copy read
         self._rq_next_due_ms: float | None = None  # when the soonest waiting RQ copy comes due
         self._consumer: AIOKafkaConsumer | None = None
-        self._guard: SequenceGuard | None = None  # reads back records the client skipped
+        self._guard: FetchGuard | None = None  # reads back records the client skipped
         self._rq_out: AsyncCompositeProducer | None = None
         self._dlq_out: AsyncCompositeProducer | None = None
         self._topics: dict[str, tuple[CompositeTopic, float]] = {}
@@ -146,7 +147,7 @@ class ShardRunner:
         )
         await self._consumer.start()
         consumer = self._consumer
-        self._guard = SequenceGuard(
+        self._guard = self.broker.fetch_guard(
             lambda topic, partition, offset: consumer.seek(TopicPartition(topic, partition), offset)
         )
         # copies: a record over MAX_PAYLOAD_BYTES that MQ holds must still go to RQ/DLQ
@@ -206,7 +207,7 @@ class ShardRunner:
         self._rq_buffers.clear()
         self._consumer.assign(tps)
         # Each partition must continue at the group's committed offset (0 where none): a client
-        # resetting to "earliest" can start past records the embedded broker holds (app.kafka.sequence).
+        # resetting to "earliest" can start past records the embedded broker holds (app.kafka.embedded).
         places = [(tp.topic, tp.partition) for tp in tps]
         if not places:  # waiting for other shards to finish feeding
             self._guard.reassigned({})
@@ -288,7 +289,7 @@ class ShardRunner:
         stream (a DLQ is read from its start): only the groups that lack a copy are kept."""
         adopted: dict[str, GroupState] = {}
         for queue, topic, starts in plan:
-            for msg in read_from(self.settings.bootstrap, starts):
+            for msg in read_from(self.broker, starts):
                 at = (topic.index_of(msg.topic()), msg.offset())
                 copy = copy_of(
                     queue,
@@ -314,9 +315,7 @@ class ShardRunner:
         """Per partition (all of one storage topic): is this shard's position (an assigned
         partition) or the group's committed offset (another) at the partition's end?"""
         assert self._consumer is not None
-        ends = await asyncio.to_thread(
-            true_end_offsets, self.settings.bootstrap, [(t.topic, t.partition) for t in tps]
-        )
+        ends = await asyncio.to_thread(self.broker.end_offsets, [(t.topic, t.partition) for t in tps])
         facts: dict[int, bool] = {}
         for tp, end in zip(tps, ends, strict=True):
             if tp in self._consumer.assignment():
@@ -583,7 +582,7 @@ class ShardRunner:
             topic = await asyncio.to_thread(self.metadata.get, self.sub.rq_topic)
             storage = topic.storage_topics[topic.produce_pointer]
             places = [(storage.name, p) for p in range(storage.partitions)]
-            ends = await asyncio.to_thread(true_end_offsets, self.settings.bootstrap, places)
+            ends = await asyncio.to_thread(self.broker.end_offsets, places)
             self._fed_below = (topic.produce_pointer, ends)
         last, ends = self._fed_below
         if self.rq.idx != last:

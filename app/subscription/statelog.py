@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from app.kafka.broker import BrokerPort
 from app.kafka.reading import read_from
 
 __all__ = ["SEP", "TABLE_NAME", "changelog_topic", "newest_states", "scan_states", "state_key"]
@@ -34,7 +35,7 @@ Event = tuple[int, str, dict[str, Any] | None]
 
 
 def scan_states(
-    bootstrap: str, changelog: str, slots: int, subscription: str, timeout_s: float = 120.0
+    broker: BrokerPort, changelog: str, slots: int, subscription: str, timeout_s: float = 120.0
 ) -> dict[str, tuple[int, int, dict[str, Any]]]:
     """Newest state record per group of `subscription`: group -> (epoch, slot partition, value).
     ServiceUnavailable when the changelog is not read to its end within `timeout_s`."""
@@ -43,7 +44,7 @@ def scan_states(
     loader = "hubstream-group-state-loader"
 
     def events() -> Iterator[Event]:
-        for msg in read_from(bootstrap, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
+        for msg in read_from(broker, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
             key, raw = msg.key() or b"", msg.value()
             if key.startswith(prefix):
                 yield msg.partition(), key[len(prefix) :].decode(), None if raw is None else orjson.loads(raw)

@@ -21,6 +21,7 @@ from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
+from app.kafka.broker import broker_for
 from app.ordered.errors import UndecodableMessage
 from app.ordered.records import InternalMeta, decode_internal, encode_internal
 from app.ordered.rules import GroupState, MessageState, on_unsidelined
@@ -51,7 +52,7 @@ def unsideline(
         )
     wait_stopped(registry, name, 30.0)
     changelog = changelog_topic(settings.app_id)
-    latest = scan_states(settings.bootstrap, changelog, settings.subscription_shard_slots, sub.state_scope)
+    latest = scan_states(broker_for(settings), changelog, settings.subscription_shard_slots, sub.state_scope)
     states = {g: GroupState.from_json(v["s"]) for g, (_e, _slot, v) in latest.items()}
     dlq_topic = metadata.get(sub.dlq_topic)
     records: dict[tuple[str, int, int], Any] = {}
@@ -120,9 +121,7 @@ async def _replay(
     out = AsyncCompositeProducer(
         settings,
         sub.rq_topic,
-        store=MetadataStore(
-            metadata.bootstrap, metadata.topic, replication_factor=metadata.replication_factor
-        ),
+        store=MetadataStore(metadata.broker, metadata.topic, replication_factor=metadata.replication_factor),
         copies=True,
     )
     rq = metadata.get(sub.rq_topic)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import faust
 
 from app import crashpoints
-from app.kafka.faust_compat import install_true_offsets
+from app.kafka.broker import broker_for
 from app.observability.metrics import http_middleware
 from app.settings import Settings
 from app.web.responses import MAX_BODY_BYTES, json_errors
@@ -20,7 +20,7 @@ def create_app(settings: Settings) -> faust.App:
     check_bind(settings)  # ConfigError: a non-loopback WEB_HOST needs HUBSTREAM_ADMIN_TOKEN
     install_log_redaction(settings)
     crashpoints.arm(settings.crash_at)  # fault injection for crash tests; nothing when unset
-    install_true_offsets(settings.bootstrap)
+    broker_for(settings).patch_faust_recovery()  # the embedded broker: true changelog offsets
     datadir = settings.home / "data" / f"worker-{settings.web_port}"
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(

@@ -72,6 +72,7 @@ def worker_env(stack: Settings, unique: str, **extra: str) -> dict[str, str]:
     env.update(
         HUBSTREAM_APP_ID=f"batch-test-{unique}",
         KAFKA_BOOTSTRAP=stack.bootstrap,
+        KAFKA_BROKER_KIND=stack.broker_kind,
         TABLE_PARTITIONS=str(PARTITIONS),
         BATCH_ACKS_TOPIC=f"batch-acks-{unique}",
         BATCH_COMPLETIONS_TOPIC=f"batch-completions-{unique}",

@@ -63,7 +63,7 @@ def test_bad_produce_file_writes_nothing(
     result = hubstream("produce", name, "--file", str(tmp_path / "bad.jsonl"))
     assert result.returncode == 2
     assert message in result.stderr
-    assert metadata.admin.end_offsets(f"{name}.0", 2) == [0, 0]
+    assert metadata.broker.end_offsets([(f"{name}.0", p) for p in range(2)]) == [0, 0]
 
 
 def test_bad_topic_commands_fail_clearly(stack: Settings, unique: str, tmp_path: Path) -> None:

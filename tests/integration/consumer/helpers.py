@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 
 from app.consumer.inspect import dead_letters
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import BrokerPort
 from tests.support.waiting import async_wait_until
 
 
@@ -30,10 +31,10 @@ def parse(value: bytes | None) -> tuple[str, int]:
     return key, int(seq)
 
 
-def dead_lettered(bootstrap: str, name: str) -> dict[str, list[tuple[int, str]]]:
+def dead_lettered(broker: BrokerPort, name: str) -> dict[str, list[tuple[int, str]]]:
     """key -> [(seq, reason)] of every dead letter."""
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for entry in dead_letters(bootstrap, name, limit=1_000_000):
+    for entry in dead_letters(broker, name, limit=1_000_000):
         key, seq = parse(entry["value"].encode())
         out[key].append((seq, entry["reason"]))
     return out

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.kafka.broker import BrokerPort, broker_of
+from app.settings import BrokerKind, get_settings
 from tests.support.spawn import spawn_logged
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,8 +23,13 @@ class Copies:
     bootstrap: str
     topic: str
     name: str
+    broker_kind: BrokerKind = field(default_factory=lambda: get_settings().broker_kind)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def broker(self) -> BrokerPort:
+        return broker_of(self.broker_kind, self.bootstrap)
 
     @property
     def out(self) -> Path:
@@ -48,7 +55,13 @@ class Copies:
                 *options,
             ],
             self.home / f"{label}.log",
-            env={**os.environ, "KAFKA_BOOTSTRAP": self.bootstrap, "HS_TEST_OUT": str(self.out), **env},
+            env={
+                **os.environ,
+                "KAFKA_BOOTSTRAP": self.bootstrap,
+                "KAFKA_BROKER_KIND": self.broker_kind,
+                "HS_TEST_OUT": str(self.out),
+                **env,
+            },
             cwd=ROOT,
         )
         self.procs[label] = proc

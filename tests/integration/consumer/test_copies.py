@@ -21,6 +21,7 @@ from app.consumer import (
     ThrottlePolicy,
 )
 from app.consumer.inspect import key_state, members
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from tests.integration.consumer.helpers import check_outcome, dead_lettered, fill, parse, wait_until
 from tests.support.waiting import async_wait_until
@@ -79,7 +80,7 @@ async def test_three_copies_scale_and_keep_key_order(kafka: Settings, unique: st
     listed: list[Member] = []
 
     async def listing_covers_all() -> bool:
-        listed[:] = await asyncio.to_thread(members, kafka.bootstrap, name)
+        listed[:] = await asyncio.to_thread(members, broker_for(kafka), name)
         return sorted(p for m in listed for p in m.partitions) == list(range(PARTITIONS))
 
     await async_wait_until(listing_covers_all, 30, "members listing every partition once")
@@ -98,7 +99,7 @@ async def test_three_copies_scale_and_keep_key_order(kafka: Settings, unique: st
     copies[0].stop()
     await tasks[0]
 
-    dead = await asyncio.to_thread(dead_lettered, kafka.bootstrap, name)
+    dead = await asyncio.to_thread(dead_lettered, broker_for(kafka), name)
     duplicates = check_outcome(handled, dead, KEYS, PER_KEY)
     assert set(dead) == dead_keys and sum(len(v) for v in dead.values()) == expected_dead
     assert duplicates == 0, "clean stops drain and commit: nothing is redelivered"
@@ -106,7 +107,7 @@ async def test_three_copies_scale_and_keep_key_order(kafka: Settings, unique: st
     assert sum(c.stats.retrying for c in copies) >= len([k for k in range(KEYS) if transient(f"k{k}")])
     assert {m.member for m in listed} >= {"copy-0", "copy-1", "copy-2"}
     blocked = next(iter(sorted(dead_keys)))
-    state = await asyncio.to_thread(key_state, kafka.bootstrap, name, blocked)
+    state = await asyncio.to_thread(key_state, broker_for(kafka), name, blocked)
     assert state and all(s["s"]["dlq"]["p"] is not None for s in state.values())
     print(
         f"\n{total} records, {KEYS} keys, 1->3->1 copies: max in flight {max_in_flight} (limit {limit}), "

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from app.consumer.orphans import DLQ_MARK_KEY
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import BrokerPort, broker_for
 from app.kafka.reading import read_from
 from app.settings import Settings
 from tests.integration.consumer.helpers import check_outcome, dead_lettered, fill, wait_until
@@ -23,10 +23,10 @@ pytestmark = [pytest.mark.integration]
 KEYS, PER_KEY, PARTITIONS = 400, 3, 4
 
 
-def _marks(bootstrap: str, name: str) -> dict[int, int]:
+def _marks(broker: BrokerPort, name: str) -> dict[int, int]:
     starts = {(f"{name}-state", p): 0 for p in range(PARTITIONS)}
     found: dict[int, int] = {}
-    for msg in read_from(bootstrap, starts):
+    for msg in read_from(broker, starts):
         if msg.key() == DLQ_MARK_KEY and msg.value() is not None:
             found[msg.partition()] = max(found.get(msg.partition(), 0), orjson.loads(msg.value())["dlq_from"])
     return found
@@ -40,15 +40,15 @@ async def test_the_next_copy_reads_the_dlq_from_the_mark(
     dead_per_round = len([k for k in range(KEYS) if permanent(f"k{k}", 1)]) * (PER_KEY - 1)
 
     def outcome(n: int) -> bool:
-        dead = sum(len(v) for v in dead_lettered(copies.bootstrap, copies.name).values())
+        dead = sum(len(v) for v in dead_lettered(copies.broker, copies.name).values())
         return len(set(copies.handled())) + dead >= n
 
     try:
         copies.start("first", "--concurrency", "8")
         await wait_until(lambda: outcome(total), 180, "the first round handled or dead-lettered")
         assert copies.stop("first") == 0, copies.log_tail("first")
-        dlq_ends = true_end_offsets(kafka.bootstrap, [(f"{copies.name}-dlq", p) for p in range(PARTITIONS)])
-        marks = await asyncio.to_thread(_marks, kafka.bootstrap, copies.name)
+        dlq_ends = broker_for(kafka).end_offsets([(f"{copies.name}-dlq", p) for p in range(PARTITIONS)])
+        marks = await asyncio.to_thread(_marks, broker_for(kafka), copies.name)
         assert sum(dlq_ends) == dead_per_round
         assert marks == {p: end for p, end in enumerate(dlq_ends) if end > 0}  # every dead letter recorded
         # A second round: the same keys and values again, each handled a second time
@@ -67,6 +67,6 @@ async def test_the_next_copy_reads_the_dlq_from_the_mark(
     log = (tmp_path / "second.log").read_text()
     for p, end in enumerate(dlq_ends):
         assert f"{copies.name}-dlq[{p}] read from the DLQ mark {end} to {end}" in log, log[-2000:]
-    dead = await asyncio.to_thread(dead_lettered, kafka.bootstrap, copies.name)
+    dead = await asyncio.to_thread(dead_lettered, broker_for(kafka), copies.name)
     check_outcome(copies.handled(), dead, KEYS, PER_KEY)
     assert sum(len(v) for v in dead.values()) >= dead_per_round

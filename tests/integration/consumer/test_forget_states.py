@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from app.consumer.inspect import key_state
+from app.kafka.broker import BrokerPort
 from app.settings import Settings
 from tests.integration.consumer.helpers import check_outcome, dead_lettered, fill, wait_until
 from tests.integration.consumer.processes import Copies
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.integration
 KEYS, PER_KEY, PARTITIONS = 300, 3, 4
 
 
-def _with_state(bootstrap: str, name: str, keys: list[str]) -> set[str]:
-    return {key for key in keys if key_state(bootstrap, name, key)}
+def _with_state(broker: BrokerPort, name: str, keys: list[str]) -> set[str]:
+    return {key for key in keys if key_state(broker, name, key)}
 
 
 def _counts(copies: Copies, label: str) -> dict[str, int]:
@@ -46,14 +47,14 @@ async def test_states_of_keys_that_recovered_are_forgotten_and_order_holds_after
         copies.start("a", "--concurrency", "8")
         await wait_until(
             lambda: (
-                len(set(copies.handled())) + sum(map(len, dead_lettered(bootstrap, copies.name).values()))
+                len(set(copies.handled())) + sum(map(len, dead_lettered(copies.broker, copies.name).values()))
                 >= total
             ),
             180,
             "every record handled or dead-lettered",
         )
         await wait_until(
-            lambda: _with_state(bootstrap, copies.name, recovered + dead) == set(dead),
+            lambda: _with_state(copies.broker, copies.name, recovered + dead) == set(dead),
             60,
             "only the keys with dead letters to keep a state in the changelog",
         )
@@ -67,21 +68,21 @@ async def test_states_of_keys_that_recovered_are_forgotten_and_order_holds_after
         copies.start("b", "--concurrency", "8")
         await wait_until(
             lambda: (
-                len(set(copies.handled())) + sum(map(len, dead_lettered(bootstrap, copies.name).values()))
+                len(set(copies.handled())) + sum(map(len, dead_lettered(copies.broker, copies.name).values()))
                 >= total + KEYS
             ),
             180,
             "the new records handled or dead-lettered",
         )
         await wait_until(
-            lambda: _with_state(bootstrap, copies.name, recovered) == set(),
+            lambda: _with_state(copies.broker, copies.name, recovered) == set(),
             60,
             "the recovered keys' new states forgotten too",
         )
         assert copies.stop("b") == 0, copies.log_tail("b")
     finally:
         copies.stop_all()
-    letters = await asyncio.to_thread(dead_lettered, bootstrap, copies.name)
+    letters = await asyncio.to_thread(dead_lettered, copies.broker, copies.name)
     duplicates = check_outcome(copies.handled(), letters, KEYS, PER_KEY + 1)
     later = [(key, seq) for key, seq in copies.handled() if key in recovered and seq == PER_KEY]
     assert len({key for key, _ in later}) == len(recovered)

@@ -25,6 +25,7 @@ from app.consumer import ConsumerSettings, KeyedConsumer, Member, Message, Retri
 from app.consumer.inspect import ask_owner, key_state
 from app.consumer.owner import CRC32, KeyAnswer
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from tests.integration.consumer.helpers import wait_until
 from tests.support.waiting import async_wait_until
@@ -109,7 +110,7 @@ async def test_the_owning_copy_answers_then_the_changelog(kafka: Settings, uniqu
         return all(owned) and sorted(p for ps in owned for p in ps) == list(range(PARTITIONS))
 
     async def asked(key: str, timeout_s: float = 5.0) -> KeyAnswer:
-        return await asyncio.to_thread(ask_owner, bootstrap, name, key, timeout_s)
+        return await asyncio.to_thread(ask_owner, broker_for(kafka), name, key, timeout_s)
 
     try:
         await wait_until(shared, 60, "two copies sharing the four partitions")
@@ -145,7 +146,7 @@ async def test_the_owning_copy_answers_then_the_changelog(kafka: Settings, uniqu
         assert answer.member == owner_3.member_id and answer.in_flight is None and not answer.lane_busy
         assert answer.state is not None and answer.state["retry_head"] == [0, flaky_offsets[0]]
         assert answer.next_retry_due_ms is not None and answer.next_retry_due_ms > time.time() * 1000 + 60_000
-        logged = await asyncio.to_thread(key_state, bootstrap, name, flaky)
+        logged = await asyncio.to_thread(key_state, broker_for(kafka), name, flaky)
         assert logged[3]["s"] == answer.state, "the owner's state in memory is the one it wrote"
         flaky_state = answer.state
 

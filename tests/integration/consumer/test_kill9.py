@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from tests.integration.consumer.helpers import check_outcome, dead_lettered, fill, wait_until
 from tests.integration.consumer.processes import Copies
@@ -26,7 +27,7 @@ def _outcome_ready(copies: Copies, total: int) -> bool:
 
 
 def _dead_count(copies: Copies) -> int:
-    return sum(len(v) for v in dead_lettered(copies.bootstrap, copies.name).values())
+    return sum(len(v) for v in dead_lettered(copies.broker, copies.name).values())
 
 
 async def test_scale_out_kill_one_scale_in(kafka: Settings, unique: str, tmp_path: Path) -> None:
@@ -59,7 +60,7 @@ async def test_scale_out_kill_one_scale_in(kafka: Settings, unique: str, tmp_pat
     finally:
         copies.stop_all()
     handled = copies.handled()
-    dead = await asyncio.to_thread(dead_lettered, kafka.bootstrap, copies.name)
+    dead = await asyncio.to_thread(dead_lettered, broker_for(kafka), copies.name)
     duplicates = check_outcome(handled, dead, KEYS, PER_KEY)
     assert sum(len(v) for v in dead.values()) >= expected_dead
     by_copy = {label: copies.handled_by(label) for label in ("a", "b", "c")}
@@ -99,7 +100,7 @@ async def test_a_copy_killed_at_a_crash_point_restarts_and_keeps_the_promise(
         assert copies.stop("second") == 0, copies.log_tail("second")
     finally:
         copies.stop_all()
-    dead = await asyncio.to_thread(dead_lettered, kafka.bootstrap, copies.name)
+    dead = await asyncio.to_thread(dead_lettered, broker_for(kafka), copies.name)
     duplicates = check_outcome(copies.handled(), dead, keys, per_key)
     for key, entries in dead.items():
         seqs = [seq for seq, _ in entries]

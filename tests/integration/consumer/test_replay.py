@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from app.consumer import ConsumerSettings, KeyedConsumer, Message, OnDlq, PermanentError, RetryPolicy
 from app.consumer.inspect import members
 from app.consumer.replay import ConsumerRunning, replay_dead_letters
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription.replay import ReplaySelection
 from tests.integration.consumer.helpers import dead_lettered, fill, parse, wait_until
@@ -61,24 +62,26 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
     await wait_until(
         lambda: (
             len(handled) == total - expected_dead
-            and sum(len(v) for v in dead_lettered(bootstrap, name).values()) == expected_dead
+            and sum(len(v) for v in dead_lettered(broker_for(kafka), name).values()) == expected_dead
         ),
         120,
         "every record handled or dead-lettered",
     )
     # The DLQ reads above run on the event loop and can hold the copy's heartbeats past their
     # liveness (3 x 0.5 s): the refusal is checked once the copy is seen alive again.
-    await wait_until(lambda: bool(members(bootstrap, name)), 30, "the first copy's heartbeat")
+    await wait_until(lambda: bool(members(broker_for(kafka), name)), 30, "the first copy's heartbeat")
     with pytest.raises(ConsumerRunning):
-        await asyncio.to_thread(replay_dead_letters, bootstrap, name, ReplaySelection())
+        await asyncio.to_thread(replay_dead_letters, broker_for(kafka), name, ReplaySelection())
     first.stop()
     await running
 
     one = blocked_keys[1]
     assert not fails_again(one)
-    report = await asyncio.to_thread(replay_dead_letters, bootstrap, name, ReplaySelection(group_id=one))
+    report = await asyncio.to_thread(
+        replay_dead_letters, broker_for(kafka), name, ReplaySelection(group_id=one)
+    )
     assert report["replayed"] == 3 and [k.split("@")[0] for k in report["keys"]] == [one]
-    report = await asyncio.to_thread(replay_dead_letters, bootstrap, name, ReplaySelection())
+    report = await asyncio.to_thread(replay_dead_letters, broker_for(kafka), name, ReplaySelection())
     assert report["replayed"] == expected_dead - 3  # the first key's letters are resolved already
 
     producer = Producer({"bootstrap.servers": bootstrap})
@@ -94,7 +97,8 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
         lambda: (
             sum(1 for key, _ in handled[before:] if key in recovered) == 4 * len(recovered)
             and all(
-                sum(1 for seq, reason in dead_lettered(bootstrap, name).get(k, []) if seq >= 1) == 3 + 4
+                sum(1 for seq, reason in dead_lettered(broker_for(kafka), name).get(k, []) if seq >= 1)
+                == 3 + 4
                 for k in again
             )
         ),
@@ -107,7 +111,7 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
     for key in recovered:
         assert [seq for k, seq in after if k == key] == [1, 2, 3, PER_KEY]  # key order, once each
     assert not [k for k, _ in after if k in again]  # nothing of a key whose replay failed
-    dead = dead_lettered(bootstrap, name)
+    dead = dead_lettered(broker_for(kafka), name)
     follows = "follows-blocked-group"
     expected = [(1, "failed"), (1, "replay-failed"), (2, follows), (2, follows), (3, follows), (3, follows)]
     for key in again:  # the original letters, the failed replay, and every later message behind it
@@ -140,11 +144,18 @@ async def test_replay_killed_at_its_writes_then_run_again(kafka: Settings, uniqu
     copy = KeyedConsumer(settings, handle, member_id="a")
     running = asyncio.create_task(copy.run())
     await wait_until(
-        lambda: sum(len(v) for v in dead_lettered(bootstrap, name).values()) == dead, 60, "the dead letters"
+        lambda: sum(len(v) for v in dead_lettered(broker_for(kafka), name).values()) == dead,
+        60,
+        "the dead letters",
     )
     copy.stop()
     await running
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "HUBSTREAM_CRASH_AT": point}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP": bootstrap,
+        "KAFKA_BROKER_KIND": kafka.broker_kind,
+        "HUBSTREAM_CRASH_AT": point,
+    }
     tool = [sys.executable, "-m", "app.cli.main", "consumer", "replay", name, "--all"]
     done = await asyncio.to_thread(subprocess.run, tool, env=env, capture_output=True, timeout=60)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]

@@ -15,9 +15,9 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
-from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets, true_start_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets
+from app.kafka.broker import BrokerPort, broker_for, confluent_seek
 from app.kafka.consuming import offset_client, partition_reader
-from app.kafka.sequence import SequenceGuard
 from app.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -39,10 +39,11 @@ def written_together(bootstrap: str, topic: str, big: Producer, smalls: list[Pro
         assert producer.flush(30) == 0
 
 
-def read_from_the_beginning(bootstrap: str, topic: str, end: int) -> list[int]:
-    """The offsets a reader asked for the beginning hands out, through the guard, up to `end`."""
-    reader = partition_reader(bootstrap, f"{topic}-reader", partition_eof=True)
-    guard = SequenceGuard.of(reader)
+def read_from_the_beginning(broker: BrokerPort, topic: str, end: int) -> list[int]:
+    """The offsets a reader asked for the beginning hands out, through the broker's fetch guard,
+    up to `end`."""
+    reader = partition_reader(broker.bootstrap, f"{topic}-reader", partition_eof=True)
+    guard = broker.fetch_guard(confluent_seek(reader))
     try:
         reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         guard.expect(topic, 0, OFFSET_BEGINNING)
@@ -72,11 +73,11 @@ def test_a_wrong_earliest_answer_moves_no_start_and_loses_no_record(kafka: Setti
             written_together(kafka.bootstrap, topic, big, smalls)
             listed, _ = lookups.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
             if listed > 0 or trial == 0:  # (the first one also when the broker answered right)
-                (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)])
+                (end,) = broker_for(kafka).end_offsets([(topic, 0)])
                 assert end == 1 + len(smalls)
-                assert true_start_offsets(kafka.bootstrap, [(topic, 0)]) == [0], topic
-                assert resume_offsets(kafka.bootstrap, f"{topic}-group", [(topic, 0)]) == [0], topic
-                assert read_from_the_beginning(kafka.bootstrap, topic, end) == list(range(end)), topic
+                assert broker_for(kafka).start_offsets([(topic, 0)]) == [0], topic
+                assert resume_offsets(broker_for(kafka), f"{topic}-group", [(topic, 0)]) == [0], topic
+                assert read_from_the_beginning(broker_for(kafka), topic, end) == list(range(end)), topic
             if listed > 0:
                 wrong.append((topic, listed))
             admin.delete([topic])

@@ -11,7 +11,8 @@ import time
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets, true_end_offsets, true_start_offsets
+from app.kafka.admin import KafkaAdmin, TopicSpec, resume_offsets
+from app.kafka.broker import broker_for, broker_of
 from app.kafka.consuming import offset_client
 from app.kafka.reading import read_to_end
 from app.settings import Settings
@@ -34,8 +35,8 @@ def test_the_end_of_several_batches_is_their_last_offset_plus_one(kafka: Setting
     produce(kafka.bootstrap, topic, 0, 10)  # one batch
     produce(kafka.bootstrap, topic, 0, 5)  # another: ListOffsets says 11 here
     produce(kafka.bootstrap, topic, 1, 3)
-    assert true_end_offsets(kafka.bootstrap, [(topic, 0), (topic, 1)]) == [15, 3]
-    assert len(list(read_to_end(kafka.bootstrap, topic))) == 18
+    assert broker_for(kafka).end_offsets([(topic, 0), (topic, 1)]) == [15, 3]
+    assert len(list(read_to_end(broker_for(kafka), topic))) == 18
 
 
 def test_a_topic_written_all_the_time_has_an_end_at_once(kafka: Settings, unique: str) -> None:
@@ -55,10 +56,10 @@ def test_a_topic_written_all_the_time_has_an_end_at_once(kafka: Settings, unique
     writer.start()
     try:
         started = time.monotonic()
-        (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)], timeout_s=10)
+        (end,) = broker_for(kafka).end_offsets([(topic, 0)], timeout_s=10)
         took = time.monotonic() - started
         assert end >= 100
-        read = len(list(read_to_end(kafka.bootstrap, topic, timeout_s=20)))
+        read = len(list(read_to_end(broker_for(kafka), topic, timeout_s=20)))
     finally:
         stop.set()
         writer.join(10)
@@ -78,7 +79,7 @@ def test_the_end_of_a_long_partition_is_found(kafka: Settings, unique: str) -> N
         producer.produce(topic, value=b"%0200d" % i, partition=0)
         producer.poll(0)
     assert producer.flush(60) == 0
-    (end,) = true_end_offsets(kafka.bootstrap, [(topic, 0)], timeout_s=10)
+    (end,) = broker_for(kafka).end_offsets([(topic, 0)], timeout_s=10)
     assert end == RECORDS_IN_LONG_PARTITION
 
 
@@ -88,10 +89,31 @@ def test_start_offsets_come_from_a_read_and_resume_offsets_from_commits(kafka: S
     produce(kafka.bootstrap, topic, 0, 10)
     produce(kafka.bootstrap, topic, 1, 4)
     tps = [(topic, 0), (topic, 1), (topic, 2)]
-    assert true_start_offsets(kafka.bootstrap, tps) == [0, 0, 0]  # partition 2 holds none: its end
+    assert broker_for(kafka).start_offsets(tps) == [0, 0, 0]  # partition 2 holds none: its end
     committer = offset_client(kafka.bootstrap, group)
     try:
         committer.commit(offsets=[TopicPartition(topic, 0, 6)], asynchronous=False)
     finally:
         committer.close()
-    assert resume_offsets(kafka.bootstrap, group, tps) == [6, 0, 0]
+    assert resume_offsets(broker_for(kafka), group, tps) == [6, 0, 0]
+
+
+def test_the_standard_answer_is_listoffsets_as_the_broker_gives_it(kafka: Settings, unique: str) -> None:
+    """The standard adapter asks ListOffsets once and takes its answer: on this broker the same as
+    a consumer's listed watermarks (on the embedded broker the port chooses for it, that can be
+    short of the true end: what the embedded adapter works around)."""
+    topic = f"listed-{unique}"
+    KafkaAdmin(kafka.bootstrap).create([TopicSpec(topic, 2)])
+    produce(kafka.bootstrap, topic, 0, 10)
+    produce(kafka.bootstrap, topic, 0, 5)
+    tps = [(topic, 0), (topic, 1)]
+    lookups = offset_client(kafka.bootstrap, f"{topic}-lookups")
+    try:
+        listed = [lookups.get_watermark_offsets(TopicPartition(t, p), timeout=10) for t, p in tps]
+    finally:
+        lookups.close()
+    standard = broker_of("kafka", kafka.bootstrap)
+    assert standard.end_offsets(tps) == [high for _, high in listed]
+    assert standard.start_offsets(tps) == [low for low, _ in listed]
+    chosen = broker_for(kafka).end_offsets(tps)
+    assert all(listed <= true for listed, true in zip(standard.end_offsets(tps), chosen, strict=True))

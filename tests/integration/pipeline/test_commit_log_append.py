@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from app.errors import ServiceUnavailable
+from app.kafka.broker import broker_for
 from app.pipeline.kafka_log import KafkaCommitLog, log_end, read_log_range
 from app.pipeline.log_records import COUNT_HEADER, FIRST_HEADER
 from app.pipeline.model import Message, Mode, NewEntry, Op
@@ -53,7 +54,7 @@ async def from_cursor(log: KafkaCommitLog, start: int, count: int) -> list[int]:
 @pytest.mark.timeout(180)
 def test_confirmed_numbers_are_where_the_entries_are(stack: Settings, unique: str) -> None:
     topic = f"append-log-{unique}"
-    first_log = KafkaCommitLog(stack.bootstrap, topic)
+    first_log = KafkaCommitLog(broker_for(stack), topic)
     first_log.ensure_topic()
     batches, start = [], 0
     for size in SIZES:
@@ -62,7 +63,7 @@ def test_confirmed_numbers_are_where_the_entries_are(stack: Settings, unique: st
     confirmed = asyncio.run(append_all(first_log, batches))
     # A second appender (a restart) numbers on from the log's end; its batch is split into records
     # of at most 2,000 bytes and switches namespace halfway.
-    second_log = KafkaCommitLog(stack.bootstrap, topic, max_message_bytes=2000)
+    second_log = KafkaCommitLog(broker_for(stack), topic, max_message_bytes=2000)
     mixed = batch(start, 40) + batch(start + 40, 40, namespace="other")
     confirmed += asyncio.run(append_all(second_log, [mixed]))
     total = start + len(mixed)
@@ -70,14 +71,14 @@ def test_confirmed_numbers_are_where_the_entries_are(stack: Settings, unique: st
     assert [len(numbers) for numbers in confirmed] == [*SIZES, len(mixed)]
     flat = [n for numbers in confirmed for n in numbers]
     assert flat == list(range(total)), "numbers follow on, in hand-over order, across appenders"
-    assert log_end(stack.bootstrap, topic) == total
-    entries = read_log_range(stack.bootstrap, topic, 0, total - 1)
+    assert log_end(broker_for(stack), topic) == total
+    entries = read_log_range(broker_for(stack), topic, 0, total - 1)
     assert {e.value.data["id"]: e.offset for e in entries} == {f"r{i}": i for i in range(total)}
     assert [e.key for e in entries[-41:-39]] == ["ns", "other"] and entries[0].doc_key == "r0"
-    assert [e.offset for e in read_log_range(stack.bootstrap, topic, 1500, 1504)] == list(range(1500, 1505))
+    assert [e.offset for e in read_log_range(broker_for(stack), topic, 1500, 1504)] == list(range(1500, 1505))
 
     async def cursors() -> None:
-        reader = KafkaCommitLog(stack.bootstrap, topic)
+        reader = KafkaCommitLog(broker_for(stack), topic)
         for start_at in (0, 1, 1000, 1001, 1003, 2502, total - 3):  # inside records and at their starts
             assert await from_cursor(reader, start_at, min(5, total - start_at)) == list(
                 range(start_at, min(start_at + 5, total))
@@ -95,7 +96,7 @@ def test_records_that_are_not_log_entries_are_passed_over_and_a_second_writer_is
     acknowledge without writing. An append that finds another producer's record after its own
     previous one fails, and the next append numbers on from the log's end."""
     topic = f"foreign-log-{unique}"
-    log = KafkaCommitLog(stack.bootstrap, topic)
+    log = KafkaCommitLog(broker_for(stack), topic)
     log.ensure_topic()
     foreign = Producer({"bootstrap.servers": stack.bootstrap})
 
@@ -125,7 +126,7 @@ def test_records_that_are_not_log_entries_are_passed_over_and_a_second_writer_is
     # The refused batch's record landed after the foreign ones (numbers 10-12, now shadowed by the
     # foreign record's 10-11): the appender read the end again and numbers on after it.
     assert after == list(range(13, 18))
-    entries = read_log_range(stack.bootstrap, topic, 0, 17)
+    entries = read_log_range(broker_for(stack), topic, 0, 17)
     assert [e.offset for e in entries] == list(range(18))
     assert [e.is_command for e in entries[10:12]] == [True, True], "the unreadable record's numbers"
     assert entries[12].value.data["id"] == "r102" and entries[13].value.data["id"] == "r200"
@@ -133,4 +134,4 @@ def test_records_that_are_not_log_entries_are_passed_over_and_a_second_writer_is
     for _ in range(3):
         foreign.produce(topic, b"not an entry", b"tail", 0)
     assert foreign.flush(10) == 0
-    assert log_end(stack.bootstrap, topic) == 18
+    assert log_end(broker_for(stack), topic) == 18

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.kafka.broker import broker_for
 from app.pipeline.kafka_log import KafkaCommitLog, read_log_range
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import compact
@@ -23,7 +24,7 @@ WRITER_OFFSETS = {"c0A": 26, "c0B": 23, "c0C": 27}  # the seed's offset log afte
 
 async def test_the_seeds_compaction_example_on_the_real_commit_log(kafka: Settings, unique: str) -> None:
     topic = f"hubstream.pipeline.compaction-{unique}.log"
-    log = KafkaCommitLog(kafka.bootstrap, topic)
+    log = KafkaCommitLog(broker_for(kafka), topic)
     log.ensure_topic()
     try:
         keys = CLOSED + ACTIVE
@@ -33,7 +34,7 @@ async def test_the_seeds_compaction_example_on_the_real_commit_log(kafka: Settin
     finally:
         await log.close()
 
-    stored = read_log_range(kafka.bootstrap, topic, 0, len(keys) - 1)
+    stored = read_log_range(broker_for(kafka), topic, 0, len(keys) - 1)
     assert [(e.offset, e.key) for e in stored] == list(enumerate(keys))
     # Compaction may reach up to the earliest writer offset, and only into closed segments.
     floor = min(min(WRITER_OFFSETS.values()), len(CLOSED))

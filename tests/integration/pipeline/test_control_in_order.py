@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import broker_for
 from app.pipeline.kafka_log import PipelineTopics
 from app.pipeline.state import CONTROL_POSITION_KEY, read_changelog
 from app.settings import Settings
@@ -47,8 +47,8 @@ def _pending(stack: Settings, name: str) -> int | None:
     """Control records the agent has not applied: from its position as the changelog holds it to
     the control topic's end (None while the changelog holds no position)."""
     topics = PipelineTopics.of(name, stack.app_id)
-    position = read_changelog(stack.bootstrap, topics.changelog).get(CONTROL_POSITION_KEY)
-    end = true_end_offsets(stack.bootstrap, [(topics.control, 0)])[0]
+    position = read_changelog(broker_for(stack), topics.changelog).get(CONTROL_POSITION_KEY)
+    end = broker_for(stack).end_offsets([(topics.control, 0)])[0]
     return None if position is None else int(end - position)
 
 

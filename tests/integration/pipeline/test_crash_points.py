@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, TopicPartition
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.cosmos import CosmosStore
-from app.kafka.admin import true_end_offsets
-from app.settings import Settings
+from app.kafka.broker import broker_for
+from app.settings import Settings, get_settings
 from tests.support.waiting import async_wait_until
 
 from .support import cli, start, stop
@@ -41,7 +41,7 @@ CRASHES = [
 
 
 def kafka_records(bootstrap: str, topic: str) -> list[dict[str, int]]:
-    (end,) = true_end_offsets(bootstrap, [(topic, 0)])
+    (end,) = broker_for(get_settings()).end_offsets([(topic, 0)])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[dict[str, int]] = []

@@ -17,7 +17,7 @@ import pymysql
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import broker_for
 from app.pipeline.kafka_log import PipelineTopics
 from app.pipeline.model import decode_entry
 from app.pipeline.tolerance import dead_letter_context
@@ -62,7 +62,7 @@ def run_pipeline(file: Path, home: Path, port: int, **extra_env: str) -> subproc
 
 
 def read_topic(settings: Settings, topic: str) -> list[tuple[bytes | None, bytes, dict[str, str]]]:
-    end = true_end_offsets(settings.bootstrap, [(topic, 0)])[0]
+    end = broker_for(settings).end_offsets([(topic, 0)])[0]
     consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": f"{topic}-check"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[bytes | None, bytes, dict[str, str]]] = []

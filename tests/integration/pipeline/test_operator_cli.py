@@ -11,7 +11,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import broker_for
 from app.settings import Settings
 
 from .support import cli, cli_json, free_port, start, status, stop, wait
@@ -37,7 +37,7 @@ def _lines(first: int, last: int) -> bytes:
 def _topic_values(
     settings: Settings, topic: str
 ) -> list[tuple[bytes | None, dict[str, Any], dict[str, bytes]]]:
-    end = true_end_offsets(settings.bootstrap, [(topic, 0)])[0]
+    end = broker_for(settings).end_offsets([(topic, 0)])[0]
     consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": f"{topic}-check"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[bytes | None, dict[str, Any], dict[str, bytes]]] = []

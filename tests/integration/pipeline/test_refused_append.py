@@ -13,6 +13,7 @@ import pytest
 
 from app.composite.store import MetadataStore
 from app.crashpoints import armed
+from app.kafka.broker import broker_for
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog, read_log_range
 from app.pipeline.memory import MemoryStateStore
@@ -45,7 +46,7 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
 ) -> None:
     name = f"refused-{unique}"
     composite_with(stack, metadata, name, 2, MESSAGES, groups=7)
-    log = KafkaCommitLog(stack.bootstrap, f"refused-log-{unique}", max_record_bytes)
+    log = KafkaCommitLog(broker_for(stack), f"refused-log-{unique}", max_record_bytes)
     log.ensure_topic()
     source = CompositeSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)
 
@@ -76,7 +77,7 @@ def test_every_source_message_reaches_the_log_after_a_refused_append(
         return positions
 
     positions = asyncio.run(scenario())
-    entries = read_log_range(stack.bootstrap, log.topic, 0, 10_000)
+    entries = read_log_range(broker_for(stack), log.topic, 0, 10_000)
     ids = sorted({entry.value.data["id"] for entry in entries}, key=lambda s: int(s[1:]))
     assert ids == [f"m{i}" for i in range(MESSAGES)], "every source message is in the log"
     if point == "pipeline.log.record_confirmed":

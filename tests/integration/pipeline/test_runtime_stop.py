@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import broker_for
 from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog
@@ -58,7 +59,7 @@ async def test_start_and_stop_leave_no_threads(stack: Settings, unique: str) -> 
     kept: list[object] = []  # stopped runtimes stay referenced: their threads must end all the same
 
     async def run_once(round_: int) -> None:
-        log = KafkaCommitLog(stack.bootstrap, f"stop-log-{unique}-{round_}")
+        log = KafkaCommitLog(broker_for(stack), f"stop-log-{unique}-{round_}")
         log.ensure_topic()
         entries = [
             NewEntry(Message(Op.INSERT, 0, "ns", {"seq": i}), Mode.SYNC, {"line": i + 1}) for i in range(20)

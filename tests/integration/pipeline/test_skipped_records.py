@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.pipeline.chain import Branch
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.kafka_log import KafkaCommitLog
@@ -115,7 +116,7 @@ def test_records_the_client_skipped_reach_the_mysql_table(
     name = f"skipped-mysql-{unique}"
     composite_with(stack, metadata, name, 2, MESSAGES, groups=11)
     source = JumpingClientSource(stack, {"topic": name}, batch_size=10, wait_s=0.2)
-    log = KafkaCommitLog(stack.bootstrap, f"skipped-log-{unique}")
+    log = KafkaCommitLog(broker_for(stack), f"skipped-log-{unique}")
     log.ensure_topic()
     sink = MysqlSink(stack, {"table": table, "columns": ["id", "i"]})
     expected = {f"m{i}" for i in range(MESSAGES)}

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from app.composite.model import StorageTopic
 from app.composite.store import MetadataStore
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from spark_ingest.reader import build_session
 
@@ -46,7 +46,7 @@ class Record:
 
 def read_back(settings: Settings, storage: StorageTopic) -> list[Record]:
     """Every record of a storage topic, read to the true end offset of each partition."""
-    ends = true_end_offsets(settings.bootstrap, [(storage.name, p) for p in range(storage.partitions)])
+    ends = broker_for(settings).end_offsets([(storage.name, p) for p in range(storage.partitions)])
     consumer = Consumer(
         {
             "bootstrap.servers": settings.bootstrap,

@@ -79,6 +79,7 @@ def worker_env(settings: Settings, unique: str, home: Path, **extra: str) -> dic
         HUBSTREAM_APP_ID=f"ingest-{unique}",
         HUBSTREAM_HOME=str(home),
         KAFKA_BOOTSTRAP=settings.bootstrap,
+        KAFKA_BROKER_KIND=settings.broker_kind,
         TABLE_PARTITIONS="2",
         BATCH_ACKS_TOPIC=f"batch-acks-{unique}",
         BATCH_COMPLETIONS_TOPIC=f"batch-completions-{unique}",

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from app.composite.store import MetadataStore
 from app.dataavailable import DataAvailable, parse
 from app.hub import MessageHub
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
@@ -90,7 +91,7 @@ def subscription(stack: Settings, metadata: MetadataStore, unique: str) -> Itera
     topic, name = f"da-{unique}", f"hub-{unique}"
     metadata.create(topic, 6)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         ops.create(registry, metadata, name, topic, EndpointSpec("batch", "hub", timeout_s=60.0), start=True)

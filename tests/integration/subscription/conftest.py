@@ -21,6 +21,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -56,6 +57,7 @@ class Workers:
             "BROKER_REBALANCE_TIMEOUT_S": "6",
             "COMPOSITE_METADATA_REFRESH_S": "1",
             "KAFKA_BOOTSTRAP": self.settings.bootstrap,
+            "KAFKA_BROKER_KIND": self.settings.broker_kind,
             # a registry of its own, so test workers never run other tests' subscriptions
             "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
             **extra_env,
@@ -149,7 +151,7 @@ def started_http_subscription(
     to `endpoint`, in the workers' registry: five attempts, `backoff_s` between them."""
     metadata.create(name, 2)
     registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+        broker_for(stack), workers.registry_topic, replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.endpoints import BatchSink, Endpoint
@@ -39,7 +40,7 @@ def callable_subscription(
 ) -> Subscription:
     """A subscription of `topic` with an in-process endpoint, in a registry of the test's own."""
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         return ops.create(

@@ -14,6 +14,7 @@ import httpx
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -62,7 +63,7 @@ async def test_acceptance_failover_switch_and_reshard(
         str(seq) for seq in range(40 + 3 * GROUPS, 40 + 3 * GROUPS + 5)
     }  # 5 groups fail for good
     registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+        broker_for(stack), workers.registry_topic, replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

@@ -19,6 +19,7 @@ from app import crashpoints
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.errors import NotFound
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import InternalTopicTaken
@@ -48,7 +49,7 @@ def test_subscription_create_cut_at_its_registry_write(
 ) -> None:
     metadata.create(f"adm-{unique}", 2)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         name = f"adm-sub-{unique}"
@@ -73,7 +74,7 @@ def test_a_subscription_is_not_created_over_retry_or_dead_letter_topics_holding_
     with CompositeProducer(stack, f"{name}-dlq", store=metadata) as producer:
         producer.produce("g", "someone else's record")
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         with pytest.raises(InternalTopicTaken, match=f"{name}-dlq"):
@@ -97,7 +98,7 @@ async def test_reset_offset_cut_at_its_writes_then_run_again(
             g = groups[seq % len(groups)]
             producer.produce(g, f"{g}:{seq}")
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         sub = ops.create(registry, metadata, f"adm-r-{unique}", topic, EndpointSpec("callable", "rec"))
@@ -142,7 +143,9 @@ def test_composite_delete_cut_then_run_again(
     assert name not in metadata.refresh()
     assert f"{name}.0" not in _storage_topics(metadata)
     again = metadata.create(name, 2)
-    assert sum(metadata.admin.end_offsets(again.storage_topics[0].name, 2)) == 0, "no old records"
+    assert sum(metadata.broker.end_offsets([(again.storage_topics[0].name, p) for p in range(2)])) == 0, (
+        "no old records"
+    )
 
 
 @pytest.mark.parametrize(
@@ -159,7 +162,7 @@ def test_subscription_delete_cut_then_run_again(
     topic = f"adm-sd-{unique}"
     metadata.create(topic, 2)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         sub = ops.create(registry, metadata, f"adm-sd-{unique}", topic, EndpointSpec("callable", "rec"))
@@ -197,7 +200,7 @@ def test_change_shards_cut_then_run_again(
     topic = f"adm-cs-{unique}"
     metadata.create(topic, 4)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     try:
         sub = ops.create(

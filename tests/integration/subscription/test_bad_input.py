@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 from app.composite.producer import CompositeProducer
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -80,7 +81,7 @@ async def test_bad_records_go_to_dlq_with_reasons_and_the_shard_goes_on(
             producer.produce(g, b"{oops" if seq == bad_seq else orjson.dumps({"seq": seq}))
             produced[g].append(seq)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -78,7 +79,7 @@ async def test_batch_sink_keeps_group_order_through_retries_and_dlq(
     broken = {produced[g][5] for g in broken_groups}
     sink = FlakySink(transient, broken)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,
@@ -131,7 +132,7 @@ async def test_batch_sink_skip_failed_delivers_the_rest_of_the_group(
     broken = {produced["g3"][2], produced["g7"][10]}
     sink = FlakySink(set(), broken)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

@@ -18,6 +18,7 @@ import pytest
 from app import crashpoints
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -87,7 +88,7 @@ async def reshard_with_rq_lag(stack: Settings, metadata: MetadataStore, unique: 
 
     produce(range(300))
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

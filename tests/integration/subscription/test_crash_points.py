@@ -20,6 +20,7 @@ import pytest
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import InjectedFault, armed
+from app.kafka.broker import broker_for
 from app.kafka.reading import read_to_end
 from app.ordered.policy import OnDlq, RetryPolicy
 from app.settings import Settings
@@ -95,7 +96,7 @@ async def test_a_shard_crashed_at_a_write_still_delivers_every_group_in_order(
     topic = f"subcp-{unique}"
     metadata.create(topic, 2)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     # Retries wait long enough for the restarted shard to read MQ again before the copy is due.
     retry = RetryPolicy(max_attempts=5, min_backoff_s=3.0, max_backoff_s=3.0)
@@ -146,5 +147,5 @@ def dlq(stack: Settings, metadata: MetadataStore, name: str) -> list[str]:
     return [
         value.decode()
         for storage in metadata.get(name).storage_topics
-        for _key, value in read_to_end(stack.bootstrap, storage.name)
+        for _key, value in read_to_end(broker_for(stack), storage.name)
     ]

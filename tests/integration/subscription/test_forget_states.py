@@ -11,6 +11,7 @@ import pytest
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription.statelog import changelog_topic, scan_states
 from tests.integration.subscription.conftest import (
@@ -48,7 +49,7 @@ async def test_recovered_groups_forget_their_states_and_keep_order_after(
     def with_state() -> set[str]:
         changelog = changelog_topic(workers.app_id)
         slots = stack.subscription_shard_slots
-        return set(scan_states(stack.bootstrap, changelog, slots, sub.state_scope))
+        return set(scan_states(broker_for(stack), changelog, slots, sub.state_scope))
 
     def expected(upto: int) -> dict[str, list[int]]:
         seqs = {g: [s for s in range(upto) if s % GROUPS == int(g[1:])] for g in groups}

@@ -9,6 +9,7 @@ import pytest
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -53,7 +54,7 @@ async def test_a_recreated_subscription_reads_its_own_retry_copies(
     topic, name = f"subre-{unique}", f"subre-{unique}"
     metadata.create(topic, 1)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     retry = RetryPolicy(max_attempts=3, min_backoff_s=0.1, max_backoff_s=0.1)
 

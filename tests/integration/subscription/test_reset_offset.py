@@ -12,6 +12,7 @@ import pytest
 from app.composite.producer import CompositeProducer
 from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.errors import InvalidSubscription
@@ -46,7 +47,7 @@ async def test_mq_rewind_and_timestamp_fast_forward(
 
     produce(range(120))
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(registry, metadata, f"subr-{unique}", topic, EndpointSpec("callable", "rec"))
     first = Recorder()
@@ -85,7 +86,7 @@ async def test_rq_dlq_refuse_rewind_and_running_refuses_reset(
     topic = f"subq-{unique}"
     metadata.create(topic, 2)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(registry, metadata, f"subq-{unique}", topic, EndpointSpec("callable", "rec"))
     rq = metadata.get(sub.rq_topic).storage_topics[0]

@@ -9,6 +9,7 @@ import pytest
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -29,7 +30,7 @@ async def test_a_group_whose_failed_head_was_fast_forwarded_past_is_delivered_ag
     topic = f"subff-{unique}"
     metadata.create(topic, 1)
     registry = SubscriptionRegistry(
-        stack.bootstrap, f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
     )
     retry = RetryPolicy(max_attempts=5, min_backoff_s=30.0, max_backoff_s=30.0)  # the head waits in RQ
     sub = ops.create(registry, metadata, f"subff-{unique}", topic, EndpointSpec("callable", "x"), retry=retry)

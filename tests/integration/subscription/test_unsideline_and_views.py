@@ -13,6 +13,7 @@ import aiohttp
 
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.settings import Settings
 from app.subscription import ops
@@ -44,7 +45,7 @@ async def test_views_then_unsideline_replays_in_group_order(
     fixed_seq, broken_seq = produced[fixed_group][4], produced[broken_group][7]
     endpoint.broken = {str(fixed_seq), str(broken_seq)}
     registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+        broker_for(stack), workers.registry_topic, replication_factor=stack.kafka_replication_factor
     )
     sub = ops.create(
         registry,

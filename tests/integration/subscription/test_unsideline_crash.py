@@ -16,6 +16,7 @@ import pytest
 from app import crashpoints
 from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
 from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec, Status
@@ -57,7 +58,7 @@ async def test_unsideline_cut_at_its_writes_then_run_again(
     fixed = "g3"
     endpoint.broken = {str(produced[fixed][2])}  # 404: to DLQ, and the group's later messages follow
     registry = SubscriptionRegistry(
-        stack.bootstrap, workers.registry_topic, replication_factor=stack.kafka_replication_factor
+        broker_for(stack), workers.registry_topic, replication_factor=stack.kafka_replication_factor
     )
     try:
         sub = ops.create(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.kafka.admin import true_end_offsets
+from app.kafka.broker import broker_for
 from tests.integration.web.conftest import Seeded
 
 CHROMIUM = "/usr/bin/chromium"
@@ -40,7 +40,7 @@ def test_api_dashboard_reports_what_was_written(seeded: Seeded) -> None:
     [topic] = [t for t in data["compositeTopics"] if t["name"] == seeded.topic]
     assert topic["producePointer"] == 1 and len(topic["storageTopics"]) == 2
     tps = [(s["name"], p) for s in topic["storageTopics"] for p in range(s["partitions"])]
-    ends = true_end_offsets(seeded.settings.bootstrap, tps)
+    ends = broker_for(seeded.settings).end_offsets(tps)
     assert [o for s in topic["storageTopics"] for o in s["endOffsets"]] == ends
     assert topic["records"] == sum(ends) == seeded.mq_records
 

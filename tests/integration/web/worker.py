@@ -31,6 +31,7 @@ def worker_env(stack: Settings, unique: str, home: Path, **extra: str) -> dict[s
         HUBSTREAM_HOME=str(home),
         HUBSTREAM_APP_ID=f"web-test-{unique}",
         KAFKA_BOOTSTRAP=stack.bootstrap,
+        KAFKA_BROKER_KIND=stack.broker_kind,
         COSMOS_DATABASE=f"web-test-{unique}",
         COMPOSITE_METADATA_TOPIC=f"__web-test-composite-{unique}",
         SUBSCRIPTION_REGISTRY_TOPIC=f"__web-test-subscriptions-{unique}",

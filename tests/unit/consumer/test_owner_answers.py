@@ -34,6 +34,7 @@ from app.consumer.owner import (
 )
 from app.consumer.source import Source
 from app.crashpoints import armed
+from app.kafka.broker import broker_of
 from app.kafka.producing import Delivered
 from app.ordered.memory import MemoryQueues, MemoryStateLog
 from app.ordered.rules import GroupState
@@ -312,6 +313,6 @@ class OfflineAsking(KafkaAsking):
 
 def test_a_request_not_written_is_answered_from_the_changelog() -> None:
     with armed("consumer.state.request") as trigger:
-        got = ask(OfflineAsking("127.0.0.1:1", "own"), "k1", 5.0)
+        got = ask(OfflineAsking(broker_of("embedded", "127.0.0.1:1"), "own"), "k1", 5.0)
     assert trigger.fired
     assert got.source == "changelog" and "not written" in got.note and got.partitions

@@ -4,6 +4,7 @@ the storage topics it reads (ShardRunner._forget_settled on in-memory states; no
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from aiokafka import TopicPartition
@@ -13,7 +14,6 @@ from app.composite.routing import partition_for
 from app.ordered.policy import OnDlq
 from app.ordered.rules import Action, GroupState, MessageState, decide_retry, on_delivered, on_sidelined
 from app.settings import Settings
-from app.subscription import runner as runner_module
 from app.subscription.memory import MemoryStates
 from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.runner import ShardRunner
@@ -134,14 +134,14 @@ async def test_where_fed_copies_end_is_dated_only_once_replaced_feeders_delivere
     feeding was first seen over, and until then the state is kept and judged again."""
     asked: list[tuple[float, list[tuple[str, int]]]] = []
 
-    def ends(bootstrap: str, places: list[tuple[str, int]]) -> list[int]:
+    def ends(places: list[tuple[str, int]]) -> list[int]:
         asked.append((time.monotonic(), places))
         return [500] * len(places)
 
-    monkeypatch.setattr(runner_module, "true_end_offsets", ends)
     states = MemoryStates()
     states.put("g", _recovered_through(OLD))
     runner = _runner(states)
+    monkeypatch.setattr(runner, "broker", SimpleNamespace(end_offsets=ends))
     runner.settings = Settings(subscription_fed_settle_s=0.5)
     first = time.monotonic()
     await runner._forget_settled()
