@@ -191,13 +191,14 @@ class Delivery:
 
     def message(self, work: Work) -> SubscriptionMessage:
         meta, rec = work.meta, work.record
+        headers = rec.headers
         return SubscriptionMessage(
             subscription=self.sub.name,
             group_id=work.ordering_key,
             message_id=meta.message_id if meta is not None else _message_id(work),
             payload=rec.value or b"",
             attempt=(meta.failed_attempts if meta is not None else 0) + 1,
-            headers={k: v.decode("utf-8", "replace") for k, v in user_headers(rec.headers)},
+            headers={k: v.decode("utf-8", "replace") for k, v in user_headers(headers)} if headers else {},
         )
 
     async def _deliver(self, work: Work) -> bool:
@@ -210,6 +211,20 @@ class Delivery:
         return True
 
     async def handle(self, work: Work) -> None:
+        if (
+            work.meta is None
+            and not work.undecodable
+            and self._by_group.states.get(work.ordering_key) is None
+        ):
+            # A group without state: the engine would deliver it and keep no state (`decide_main`,
+            # `on_delivered`), so the endpoint is called without the engine's checks.
+            try:
+                await self._deliver(work)
+            except Exception as exc:  # the endpoint's failure: retry or DLQ, as the engine decides
+                self.stats.count(await self.engine.failed(work, exc))
+                return
+            self.stats.delivered += 1
+            return
         self.stats.count(await self.engine.run(work))
 
     # -- per-message endpoints ------------------------------------------------------------------
@@ -245,7 +260,8 @@ async def run_together(work: Iterable[Coroutine[Any, Any, None]]) -> None:
 
 def _message_id(work: Work) -> str:
     """A main record's id: its producer's `message-id` header, else its place in MQ."""
-    found = header_map(work.record.headers).get("message-id", b"").decode("utf-8", "replace")
+    headers = work.record.headers
+    found = header_map(headers).get("message-id", b"").decode("utf-8", "replace") if headers else ""
     return found or message_id_for(work.main, work.record.partition)
 
 
