@@ -280,6 +280,7 @@ class ShardRunner:
         """The states to write: each group's state with the copies it lacks recorded. Read as a
         stream (a DLQ is read from its start): only the groups that lack a copy are kept."""
         adopted: dict[str, GroupState] = {}
+        earlier: dict[str, list[MessageState]] = defaultdict(list)  # RQ copies read, per group
         for queue, topic, starts in plan:
             for msg in read_from(self.settings.bootstrap, starts):
                 at = (topic.index_of(msg.topic()), msg.offset())
@@ -294,10 +295,12 @@ class ShardRunner:
                 if copy is None:
                     continue
                 known = adopted.get(copy.group_id) or self.states.get(copy.group_id)
-                new = adopt(known, copy, self.delivery.generation)
+                new = adopt(known, copy, self.delivery.generation, earlier[copy.group_id])
                 if new is not None:
                     adopted[copy.group_id] = new
                     self.stats.adopted += 1
+                if queue == "rq":
+                    earlier[copy.group_id].append(copy.at)
         return adopted
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:
