@@ -43,11 +43,14 @@ def copy_at(queue: Queue, offset: int, headers: Headers | None) -> Copy | None:
 async def adopt_copies(states: GroupStates, partition: int, copies: Iterable[Copy]) -> int:
     """Record each copy its key's state lacks (durably); returns how many were adopted."""
     adopted = 0
+    earlier: dict[str, list[MessageState]] = {}  # retry copies read before, per key
     for copy in copies:
-        new = adopt(states.get(partition, copy.group_id), copy, 0)
+        new = adopt(states.get(partition, copy.group_id), copy, 0, earlier.get(copy.group_id, []))
         if new is not None:
             await states.put(partition, copy.group_id, new)
             adopted += 1
+        if copy.queue == "rq":
+            earlier.setdefault(copy.group_id, []).append(copy.at)
     return adopted
 
 

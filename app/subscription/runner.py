@@ -31,7 +31,7 @@ from app.ordered.errors import UndecodableMessage
 from app.ordered.orphans import Queue, adopt
 from app.ordered.records import decode_group_id
 from app.ordered.retries import take_due
-from app.ordered.rules import GroupState, Position, forgettable, settled
+from app.ordered.rules import GroupState, MessageState, Position, forgettable, settled
 from app.ordered.work import SourceRecord, Work
 from app.settings import Settings
 from app.subscription.batch import BatchDelivery
@@ -288,6 +288,7 @@ class ShardRunner:
         """The states to write: each group's state with the copies it lacks recorded. Read as a
         stream (a DLQ is read from its start): only the groups that lack a copy are kept."""
         adopted: dict[str, GroupState] = {}
+        earlier: dict[str, list[MessageState]] = defaultdict(list)  # RQ copies read, per group
         for queue, topic, starts in plan:
             for msg in read_from(self.broker, starts):
                 at = (topic.index_of(msg.topic()), msg.offset())
@@ -302,10 +303,12 @@ class ShardRunner:
                 if copy is None:
                     continue
                 known = adopted.get(copy.group_id) or self.states.get(copy.group_id)
-                new = adopt(known, copy, self.delivery.engine.generation)
+                new = adopt(known, copy, self.delivery.engine.generation, earlier[copy.group_id])
                 if new is not None:
                     adopted[copy.group_id] = new
                     self.stats.adopted += 1
+                if queue == "rq":
+                    earlier[copy.group_id].append(copy.at)
         return adopted
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:

@@ -66,3 +66,19 @@ def test_only_this_incarnations_own_copies_are_taken() -> None:
     assert copy_of("rq", b"g", headers, (0, 7), "abc", 255) is None
     assert copy_of("rq", b"g", [*mine, (FED_HEADER, b"1")], (0, 7), "abc", 255) is None
     assert copy_of("rq", None, mine, (0, 7), "abc", 255) is None  # undecodable: the runner's DLQ path
+
+
+def test_a_failed_copy_proves_the_copies_before_it_were_read() -> None:
+    """0 failed, its copy was delivered, 1 went straight, 2 failed: all state writes lost. The
+    copy of 2 (a delivery attempt) proves the copy of 0 was read: it is not delivered again after
+    1 (the MQ replay of 1 is skipped, its copy marks 2 handled)."""
+    first = adopt(None, copy("rq", main=0, at=0), 0)
+    both = adopt(first, copy("rq", main=2, at=1), 0, [MessageState.at((0, 0), (0, 0))])
+    assert both is not None
+    assert decide_retry(both, (0, 0), (0, 0), OnDlq.SKIP_FAILED) is Action.SKIP
+    assert decide_retry(both, (0, 2), (0, 1), OnDlq.SKIP_FAILED) is Action.DELIVER
+    # A copy sidelined behind a pending one proves nothing about it.
+    follower = adopt(first, copy("rq", main=2, at=1, failed=False), 0, [MessageState.at((0, 0), (0, 0))])
+    assert (
+        follower is not None and decide_retry(follower, (0, 0), (0, 0), OnDlq.SKIP_FAILED) is Action.DELIVER
+    )
