@@ -9,6 +9,7 @@ from app.composite.store import MetadataStore
 from app.ordered.policy import Backoff, OnDlq, RetryPolicy
 from app.settings import get_settings
 from app.subscription import ops
+from app.subscription.dlq import STATUSES
 from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
@@ -81,9 +82,10 @@ def create(
 @subscription.command()
 @click.argument("name")
 def describe(name: str) -> None:
-    """Definition, lag per shard and DLQ depth, as JSON."""
+    """Definition, lag per shard and DLQ depth (parked dead letters), as JSON."""
     registry, metadata = _stores()
-    echo_json({"definition": registry.get(name).to_json(), **ops.lag_report(registry, metadata, name)})
+    report = ops.lag_report(get_settings(), registry, metadata, name)
+    echo_json({"definition": registry.get(name).to_json(), **report})
 
 
 @subscription.command()
@@ -129,9 +131,16 @@ def change_shards(name: str, shard_count: int) -> None:
 def reset_offset(
     name: str, queue: str, storage_idx: int | None, offset: int | None, timestamp_ms: int | None
 ) -> None:
-    """MQ: rewind/fast-forward; RQ/DLQ: fast-forward only. The subscription must be stopped."""
+    """MQ: rewind/fast-forward; RQ/DLQ: fast-forward only. The subscription must be stopped.
+
+    A DLQ fast-forward gives up (discards) the dead letters below the new offsets, without replay.
+    """
     registry, metadata = _stores()
-    echo_json(ops.reset_offset(registry, metadata, name, queue, storage_idx, offset, timestamp_ms))
+    echo_json(
+        ops.reset_offset(
+            registry, metadata, name, queue, storage_idx, offset, timestamp_ms, settings=get_settings()
+        )
+    )
 
 
 @subscription.group(cls=HubstreamGroup)
@@ -146,6 +155,13 @@ def dlq() -> None:
 @click.option("--since-ms", type=int)
 @click.option("--until-ms", type=int)
 @click.option("--limit", type=int, default=100, show_default=True)
+@click.option(
+    "--status",
+    type=click.Choice(list(STATUSES)),
+    default="all",
+    show_default=True,
+    help="parked (waiting), replayed (unsidelined) or discarded (given up by a DLQ fast-forward)",
+)
 def dlq_list(
     name: str,
     group_id: str | None,
@@ -153,10 +169,14 @@ def dlq_list(
     since_ms: int | None,
     until_ms: int | None,
     limit: int,
+    status: str,
 ) -> None:
-    """DLQ records with their failure reason (error class, message, source)."""
+    """DLQ records with their status and failure reason (error class, message, source)."""
     registry, metadata = _stores()
-    echo_json(ops.dlq_list(metadata, registry.get(name), group_id, message_id, since_ms, until_ms, limit))
+    sub = registry.get(name)
+    echo_json(
+        ops.dlq_list(get_settings(), metadata, sub, group_id, message_id, since_ms, until_ms, limit, status)
+    )
 
 
 @dlq.command("unsideline")

@@ -109,7 +109,7 @@ class DashboardService:
             "subscriptions": (
                 cfg.kafka_ttl_s,
                 lambda: asyncio.to_thread(
-                    sources.subscriptions_section, self._subscription_registry(), self.metadata
+                    sources.subscriptions_section, self._subscription_registry(), self.metadata, self.settings
                 ),
             ),
             "pipelines": (

@@ -73,8 +73,9 @@ def composite_section(metadata: MetadataStore) -> list[dict[str, Any]]:
     return out
 
 
-def subscriptions_section(registry: Any, metadata: MetadataStore) -> list[dict[str, Any]]:
-    """Every subscription's definition and lag per shard (MQ, RQ), RQ depth and DLQ depth."""
+def subscriptions_section(registry: Any, metadata: MetadataStore, settings: Settings) -> list[dict[str, Any]]:
+    """Every subscription's definition and lag per shard (MQ, RQ), RQ depth and DLQ depth (parked
+    dead letters, by the group states of `settings`' app id)."""
 
     out: list[dict[str, Any]] = []
     for name, sub in sorted(registry.refresh().items()):
@@ -87,7 +88,7 @@ def subscriptions_section(registry: Any, metadata: MetadataStore) -> list[dict[s
             "on_dlq": sub.on_dlq.value,
         }
         try:
-            lag = lag_report(registry, metadata, name)
+            lag = lag_report(settings, registry, metadata, name)
         except Exception as exc:  # one broken subscription (e.g. a deleted topic) must not hide the others
             entry.update(shards=[], mq_lag=0, rq_depth=0, dlq_depth=0, error=f"{type(exc).__name__}: {exc}")
         else:

@@ -210,7 +210,7 @@ def _pending(settings: Settings, options: MainJobOptions) -> int:
     metadata = MetadataStore.of(settings)
     registry = SubscriptionRegistry.of(settings)
     try:
-        lag = ops.lag_report(registry, metadata, options.subscription)
+        lag = ops.queue_lag(registry, metadata, options.subscription)
         return sum(s["mq_lag"] + s["rq_lag"] for s in lag["shards"])
     finally:
         metadata.close()

@@ -17,16 +17,19 @@ from app.ordered.policy import OnDlq
 
 __all__ = [
     "Action",
+    "DlqStatus",
     "GroupState",
     "MessageState",
     "Position",
     "QueueState",
     "decide_main",
     "decide_retry",
+    "dlq_status",
     "forgettable",
     "is_blocked",
     "on_dead_lettered",
     "on_delivered",
+    "on_dlq_discarded",
     "on_sidelined",
     "on_skipped",
     "on_unsidelined",
@@ -108,6 +111,9 @@ class GroupState:
     # out-of-order copies can be such a witness, and the first entry after the read copy is the
     # smallest of them. At most one entry per out-of-order copy pending (bounded by the backlog).
     rq_late: tuple[MessageState, ...] = ()
+    # DLQ positions given up by a DLQ fast-forward, as (after, upto] ranges in DLQ order (after
+    # None: from the group's first dead letter). Below `dlq.c` and outside them: replayed.
+    dlq_discarded: tuple[tuple[Position | None, Position], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         def ms(m: MessageState | None) -> list[int] | None:
@@ -126,6 +132,12 @@ class GroupState:
             "generation": self.generation,
             "rq_max_main": None if self.rq_max_main is None else list(self.rq_max_main),
             "rq_late": [ms(m) for m in self.rq_late],
+            # only when there is one: the records of every other group stay as they were
+            **(
+                {"dlq_discarded": [[None if a is None else list(a), list(u)] for a, u in self.dlq_discarded]}
+                if self.dlq_discarded
+                else {}
+            ),
         }
 
     @classmethod
@@ -146,6 +158,7 @@ class GroupState:
             # States written before rq_max_main existed: every RQ write counts as out of order.
             rq_max_main=pos(data["rq_max_main"]) if "rq_max_main" in data else _FAR_FUTURE,
             rq_late=tuple(m for m in (ms(v) for v in data.get("rq_late", ())) if m is not None),
+            dlq_discarded=tuple((pos(a), (int(u[0]), int(u[1]))) for a, u in data.get("dlq_discarded", ())),
         )
 
 
@@ -280,6 +293,38 @@ def on_unsidelined(
     for written in written_rq:
         new = _written_to_rq(new, written)
     return new
+
+
+def on_dlq_discarded(state: GroupState, upto: MessageState) -> GroupState:
+    """A DLQ fast-forward gave up the group's dead letters up to `upto` (its last one below the new
+    offset): consumed without replay, recorded as discarded. Nothing changes when they already
+    were resolved."""
+    before = state.dlq.c
+    if before is not None and before.internal >= upto.internal:
+        return state
+    after = None if before is None else before.internal
+    ranges = state.dlq_discarded
+    if ranges and ranges[-1][1] == after:  # two fast-forwards in a row: one range
+        ranges = (*ranges[:-1], (ranges[-1][0], upto.internal))
+    else:
+        ranges = (*ranges, (after, upto.internal))
+    return replace(state, dlq=state.dlq.consumed(upto), dlq_discarded=ranges)
+
+
+class DlqStatus(StrEnum):
+    PARKED = "parked"  # still waiting: an unsideline replays it
+    REPLAYED = "replayed"  # unsidelined into RQ
+    DISCARDED = "discarded"  # given up by a DLQ fast-forward
+
+
+def dlq_status(state: GroupState | None, at: Position) -> DlqStatus:
+    """The status of the group's dead letter at DLQ position `at`: resolved once the group's DLQ
+    consumed mark is at or past it, discarded when a fast-forward moved the mark over it."""
+    if state is None or state.dlq.c is None or at > state.dlq.c.internal:
+        return DlqStatus.PARKED
+    if any((after is None or after < at) and at <= upto for after, upto in state.dlq_discarded):
+        return DlqStatus.DISCARDED
+    return DlqStatus.REPLAYED
 
 
 def settled(state: GroupState) -> bool:

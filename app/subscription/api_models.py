@@ -83,6 +83,8 @@ class GroupStateView(ApiModel):
     generation: int
     rq_max_main: list[int] | None
     rq_late: list[Position | None]
+    # DLQ ranges [after, upto] given up by a DLQ fast-forward (after null: from the first one)
+    dlq_discarded: list[list[list[int] | None]] = []
 
 
 class GroupStateAnswer(ApiModel):
@@ -110,7 +112,7 @@ OPERATIONS = [
     Operation(
         "get",
         "/subscriptions/{name}/lag",
-        "Lag per shard of MQ and RQ, and DLQ depth",
+        "Lag per shard of MQ and RQ, and DLQ depth (parked dead letters)",
         TAG,
         SubscriptionLag,
         params=(NAME,),

@@ -1,27 +1,25 @@
-"""Operations behind the CLI: create, describe, start/stop, delete, change-shards, offset reset,
-lag and DLQ listing. Synchronous (confluent-kafka); run by `hubstream subscription …`.
+"""Operations behind the CLI: create, describe, start/stop, delete, change-shards, offset reset
+and lag (the DLQ's listing, depth and fast-forward: app.subscription.dlq). Synchronous
+(confluent-kafka); run by `hubstream subscription …`.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from contextlib import closing
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from app.composite.errors import UnknownCompositeTopic
-from app.composite.routing import group_hash
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets
 from app.kafka.consuming import offset_client
-from app.kafka.reading import read_from
-from app.ordered.errors import UndecodableMessage
 from app.ordered.policy import OnDlq, RetryPolicy
-from app.ordered.records import decode_internal
+from app.settings import Settings
+from app.subscription.dlq import dlq_consumer_group, dlq_depth, dlq_list, forward_dlq, read_dlq
 from app.subscription.errors import InternalTopicTaken, InvalidSubscription, SubscriptionExists
 from app.subscription.model import EndpointSpec, Status, Subscription
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
@@ -35,6 +33,7 @@ __all__ = [
     "delete",
     "dlq_list",
     "lag_report",
+    "queue_lag",
     "read_dlq",
     "reset_offset",
     "set_status",
@@ -132,8 +131,18 @@ def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> 
         consumer.close()
 
 
-def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: str) -> dict[str, Any]:
-    """Unconsumed MQ and RQ records per shard, and DLQ depth (records in DLQ)."""
+def lag_report(
+    settings: Settings, registry: SubscriptionRegistry, metadata: MetadataStore, name: str
+) -> dict[str, Any]:
+    """Unconsumed MQ and RQ records per shard (`queue_lag`), and the DLQ depth: its parked records
+    (neither replayed nor discarded; read from the DLQ and the group states of `settings`)."""
+    out = queue_lag(registry, metadata, name)
+    out["dlq_depth"] = dlq_depth(settings, metadata, registry.get(name))
+    return out
+
+
+def queue_lag(registry: SubscriptionRegistry, metadata: MetadataStore, name: str) -> dict[str, Any]:
+    """Unconsumed MQ and RQ records per shard."""
     sub = registry.get(name)
     out: dict[str, Any] = {"subscription": name, "status": sub.status.value, "shard_count": sub.shard_count}
     shards: list[dict[str, int]] = [{"shard": s, "mq_lag": 0, "rq_lag": 0} for s in range(sub.shard_count)]
@@ -146,9 +155,6 @@ def lag_report(registry: SubscriptionRegistry, metadata: MetadataStore, name: st
             storage = topic.storage_topics[topic.index_of(storage_name)]
             shard = p * sub.shard_count // storage.partitions
             shards[shard][key] += max(0, end - done)
-    dlq = metadata.get(sub.dlq_topic)
-    dlq_tps = dlq.partitions
-    out["dlq_depth"] = sum(metadata.broker.end_offsets(dlq_tps))
     out["shards"] = shards
     return out
 
@@ -257,8 +263,12 @@ def reset_offset(
     storage_idx: int | None = None,
     offset: int | None = None,
     timestamp_ms: int | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """MQ: rewind or fast-forward to (storage topic, offset) or a timestamp. RQ/DLQ: forward only."""
+    """MQ: rewind or fast-forward to (storage topic, offset) or a timestamp. RQ/DLQ: forward only.
+    A DLQ fast-forward gives up the dead letters below the new offsets (`forward_dlq`, which
+    needs `settings` for the group states): they count as resolved, without replay."""
     sub = registry.get(name)
     if sub.status is Status.RUNNING:
         raise InvalidSubscription(f"stop subscription {name!r} before resetting offsets")
@@ -267,8 +277,10 @@ def reset_offset(
         raise InvalidSubscription("queue must be mq, rq or dlq")
     if (offset is None) == (timestamp_ms is None):
         raise InvalidSubscription("give either an offset (with a storage index) or a timestamp")
+    if queue == "dlq" and settings is None:
+        raise ValueError("a DLQ fast-forward writes group states: pass the settings")
     topic = metadata.get({"mq": sub.topic, "rq": sub.rq_topic, "dlq": sub.dlq_topic}[queue])
-    group = sub.consumer_group if queue != "dlq" else f"{sub.consumer_group}-dlq"
+    group = sub.consumer_group if queue != "dlq" else dlq_consumer_group(sub)
     tps = topic.partitions
     ends = dict(zip(tps, metadata.broker.end_offsets(tps), strict=True))
     target: dict[tuple[str, int], int] = {}
@@ -294,75 +306,12 @@ def reset_offset(
     if queue != "mq":
         now = committed_offsets(metadata.bootstrap, group, tps)
         check_forward_only(queue, now, [target[tp] for tp in tps])
+    done: dict[str, Any] = {}
+    if queue == "dlq" and settings is not None:
+        # the states first: a run cut before the commit is finished by running it again
+        done["discarded"] = forward_dlq(settings, registry, metadata, sub, target)
     _commit(metadata.bootstrap, group, target)
     if queue == "mq":
         registry.put(sub.bump(epoch=sub.epoch + 1))  # a rewind re-delivers: forget "handled" marks
-    return {"subscription": name, "queue": queue, "offsets": {f"{t}[{p}]": o for (t, p), o in target.items()}}
-
-
-def read_dlq(metadata: MetadataStore, sub: Subscription, group_id: str | None, limit: int) -> list[Any]:
-    """Raw DLQ records (confluent-kafka messages), of one group's partitions when `group_id` is given."""
-    topic = metadata.get(sub.dlq_topic)
-    tps: list[tuple[str, int]] = []
-    for s in topic.storage_topics:
-        parts = [s.route(group_hash(group_id))] if group_id else list(range(s.partitions))
-        tps += [(s.name, p) for p in parts]
-    out: list[Any] = []
-    with closing(read_from(metadata.broker, dict.fromkeys(tps, 0), timeout_s=120.0)) as records:
-        for msg in records:
-            if group_id and (msg.key() or b"").decode("utf-8", "replace") != group_id:
-                continue
-            out.append(msg)
-            if len(out) >= limit:
-                break
-    return out
-
-
-def dlq_list(
-    metadata: MetadataStore,
-    sub: Subscription,
-    group_id: str | None = None,
-    message_id: str | None = None,
-    since_ms: int | None = None,
-    until_ms: int | None = None,
-    limit: int = 1000,
-) -> list[dict[str, Any]]:
-    """DLQ records with their failure reason, filtered by group, message id or failure time."""
-    out: list[dict[str, Any]] = []
-    for msg in read_dlq(metadata, sub, group_id, 10 * limit + 10_000):
-        entry = _dlq_entry(msg)
-        if message_id and entry["message_id"] != message_id:
-            continue
-        failed = entry.get("failed_ms") or 0
-        if (since_ms and failed < since_ms) or (until_ms and failed > until_ms):
-            continue
-        out.append(entry)
-    return sorted(out, key=lambda e: (e["group_id"], e["main"]))[:limit]
-
-
-def _dlq_entry(msg: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "group_id": (msg.key() or b"").decode("utf-8", "replace"),
-        "dlq": f"{msg.topic()}[{msg.partition()}]@{msg.offset()}",
-        "payload": (msg.value() or b"")[:512].decode("utf-8", "replace"),
-    }
-    try:
-        meta = decode_internal(msg.headers())
-    except UndecodableMessage as exc:
-        entry.update({"message_id": None, "main": [-1, -1], "reason": "undecodable", "error": str(exc)})
-        return entry
-    entry.update(
-        {"message_id": meta.message_id, "main": list(meta.main), "failed_attempts": meta.failed_attempts}
-    )
-    if meta.failure is not None:
-        f = meta.failure
-        entry.update(
-            {
-                "reason": f.reason,
-                "error_class": f.error_class,
-                "error": f.error,
-                "source": f.source,
-                "failed_ms": f.failed_ms,
-            }
-        )
-    return entry
+    offsets = {f"{t}[{p}]": o for (t, p), o in target.items()}
+    return {"subscription": name, "queue": queue, "offsets": offsets, **done}

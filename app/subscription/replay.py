@@ -9,12 +9,13 @@ retried) and nothing is replayed again unless asked: the mark is past it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.ordered.rules import GroupState, Position
 from app.subscription.errors import InvalidSubscription
 
-__all__ = ["DlqEntry", "ReplaySelection", "select_replays"]
+__all__ = ["DlqEntry", "ReplaySelection", "select_discards", "select_replays"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,4 +73,30 @@ def select_replays(
                 f"replaying out of group order is refused: select them too (e.g. --group {group})"
             )
         out[group] = picked
+    return out
+
+
+def select_discards(
+    entries: list[DlqEntry], states: dict[str, GroupState], below: Callable[[DlqEntry], bool]
+) -> dict[str, list[DlqEntry]]:
+    """Per group, the unresolved DLQ entries a DLQ fast-forward gives up, in group (DLQ) order:
+    those `below` the new offsets, up to the group's first unresolved entry that is not (its DLQ
+    consumed mark is one position: only a prefix of the unresolved entries can be resolved; with
+    offsets given as one position this is every entry below it, with a timestamp it keeps an
+    entry stamped later in an older storage topic, and those after it)."""
+    by_group: dict[str, list[DlqEntry]] = defaultdict(list)
+    for entry in sorted(entries, key=lambda e: (e.group_id, e.dlq)):
+        state = states.get(entry.group_id)
+        consumed = state.dlq.c if state is not None else None
+        if consumed is None or entry.dlq > consumed.internal:
+            by_group[entry.group_id].append(entry)
+    out: dict[str, list[DlqEntry]] = {}
+    for group, unresolved in by_group.items():
+        given_up: list[DlqEntry] = []
+        for entry in unresolved:
+            if not below(entry):
+                break
+            given_up.append(entry)
+        if given_up:
+            out[group] = given_up
     return out

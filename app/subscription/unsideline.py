@@ -14,26 +14,19 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
-from confluent_kafka import Producer
-
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
-from app.errors import ServiceUnavailable
-from app.kafka.broker import broker_for
-from app.ordered.errors import UndecodableMessage
-from app.ordered.records import InternalMeta, decode_internal, encode_internal
+from app.ordered.records import InternalMeta, encode_internal
 from app.ordered.rules import GroupState, MessageState, on_unsidelined
 from app.settings import Settings
-from app.subscription.delivery import UNDECODABLE_GROUP
+from app.subscription.dlq import dlq_entry_of, read_dlq
 from app.subscription.errors import SubscriptionNotStopped
 from app.subscription.model import Status, Subscription
-from app.subscription.ops import read_dlq, wait_stopped
+from app.subscription.offline import read_states, write_states
+from app.subscription.ops import wait_stopped
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
-from app.subscription.shards import shard_of_group, slot_of
-from app.subscription.statelog import changelog_topic, scan_states, state_key
 
 __all__ = ["unsideline"]
 
@@ -51,57 +44,27 @@ def unsideline(
             f"stop subscription {name!r} before unsidelining (hubstream subscription stop {name})"
         )
     wait_stopped(registry, name, 30.0)
-    changelog = changelog_topic(settings.app_id)
-    latest = scan_states(broker_for(settings), changelog, settings.subscription_shard_slots, sub.state_scope)
-    states = {g: GroupState.from_json(v["s"]) for g, (_e, _slot, v) in latest.items()}
+    stored = read_states(settings, sub)
     dlq_topic = metadata.get(sub.dlq_topic)
     records: dict[tuple[str, int, int], Any] = {}
     entries: list[DlqEntry] = []
     for msg in read_dlq(metadata, sub, selection.group_id, 10_000_000):
-        group = (msg.key() or b"").decode("utf-8", "replace")
-        if group == UNDECODABLE_GROUP:
-            continue
-        try:
-            meta = decode_internal(msg.headers())
-        except UndecodableMessage:
-            continue
-        dlq_pos = (dlq_topic.index_of(msg.topic()), msg.offset())
-        failed_ms = meta.failure.failed_ms if meta.failure is not None else 0
-        entries.append(DlqEntry(group, meta.message_id, meta.main, meta.main_partition, dlq_pos, failed_ms))
-        records[(group, *dlq_pos)] = msg
-    plan = select_replays(entries, states, selection)
+        entry = dlq_entry_of(msg, dlq_topic)
+        if entry is not None:
+            entries.append(entry)
+            records[(entry.group_id, *entry.dlq)] = msg
+    plan = select_replays(entries, stored.states, selection)
     written = asyncio.run(_replay(settings, metadata, sub, plan, records))
-    mq = metadata.get(sub.topic).current
-    producer = Producer({"bootstrap.servers": settings.bootstrap, "enable.idempotence": True})
-    errors: list[str] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    crash_point("subscription.unsideline.states")  # replays in RQ, the states do not say so yet
+    new: dict[str, GroupState] = {}
     for group, picked in plan.items():
         last = picked[-1]
-        new = on_unsidelined(
-            states.get(group) or GroupState(generation=sub.epoch),
+        new[group] = on_unsidelined(
+            stored.states.get(group) or GroupState(generation=sub.epoch),
             MessageState.at(last.main, last.dlq),
             written[group],
         )
-        known = latest.get(group)
-        slot = (
-            known[1]
-            if known is not None
-            else slot_of(name, shard_of_group(group, mq, sub.shard_count), settings.subscription_shard_slots)
-        )
-        value = orjson.dumps({"e": sub.epoch, "s": new.to_json()})
-        key = state_key(sub.state_scope, group)
-        producer.produce(changelog, key=key, value=value, partition=slot, on_delivery=on_delivery)
-    left = producer.flush(30)
-    if errors or left:
-        reason = errors[0] if errors else f"{left} records not confirmed in 30 s"
-        raise ServiceUnavailable(f"{changelog}: state write failed: {reason}")
-    if plan:
-        registry.put(sub.bump(epoch=sub.epoch + 1))  # shards re-read the states when they start
+    # replays in RQ, the states do not say so yet
+    write_states(settings, registry, metadata, sub, stored, new, point="subscription.unsideline.states")
     return {
         "subscription": name,
         "replayed": sum(len(p) for p in plan.values()),

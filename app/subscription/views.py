@@ -2,7 +2,7 @@
 
 GET /subscriptions/shards                       this worker's shards: counters, blocked groups
 GET /subscriptions/{name}/groups/{group_id}     a group's GroupState (from the owning shard here)
-GET /subscriptions/{name}/lag                   lag per shard of MQ and RQ, DLQ depth
+GET /subscriptions/{name}/lag                   lag per shard of MQ and RQ, DLQ depth (parked)
 GET /subscriptions/{name}/blocked               groups blocked by a DLQ'd message, on this worker
 
 `SubscriptionViews` holds framework-neutral aiohttp handlers (`routes()` for tests and embedders);
@@ -75,7 +75,8 @@ class SubscriptionViews:
     @guarded
     async def lag(self, request: web.Request) -> web.StreamResponse:
         sup = self.supervisor
-        report = await asyncio.to_thread(lag_report, sup.registry, sup.metadata, request.match_info["name"])
+        name = request.match_info["name"]
+        report = await asyncio.to_thread(lag_report, sup.settings, sup.registry, sup.metadata, name)
         return model_response(SubscriptionLag.model_validate(report))
 
     @guarded

@@ -7,6 +7,7 @@ answer fails them loudly.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -47,19 +49,42 @@ class Workers:
     def registry_topic(self) -> str:
         return f"__subs-{self.app_id}"
 
-    def start(self, web_port: int, **extra_env: str) -> subprocess.Popen[bytes]:
-        env = {
+    def settings_of_workers(self) -> Settings:
+        """The settings as the workers see them (their app id: their group states' changelog)."""
+        return self.settings.model_copy(update={"app_id": self.app_id})
+
+    def _env(self) -> dict[str, str]:
+        return {
             **os.environ,
             "HUBSTREAM_HOME": str(self.home),
             "HUBSTREAM_APP_ID": self.app_id,
-            "WEB_PORT": str(web_port),
-            "BROKER_SESSION_TIMEOUT_S": "6",
-            "BROKER_REBALANCE_TIMEOUT_S": "6",
-            "COMPOSITE_METADATA_REFRESH_S": "1",
             "KAFKA_BOOTSTRAP": self.settings.bootstrap,
             "KAFKA_BROKER_KIND": self.settings.broker_kind,
             # a registry of its own, so test workers never run other tests' subscriptions
             "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
+        }
+
+    def cli(self, *args: str) -> Any:
+        """`hubstream ARGS` as an operator runs it against these workers; its JSON answer.
+        AssertionError with its output when it exits non-zero."""
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli.main", *args],
+            env=self._env(),
+            cwd=Path(__file__).resolve().parents[3],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, f"hubstream {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
+        return json.loads(done.stdout)
+
+    def start(self, web_port: int, **extra_env: str) -> subprocess.Popen[bytes]:
+        env = {
+            **self._env(),
+            "WEB_PORT": str(web_port),
+            "BROKER_SESSION_TIMEOUT_S": "6",
+            "BROKER_REBALANCE_TIMEOUT_S": "6",
+            "COMPOSITE_METADATA_REFRESH_S": "1",
             **extra_env,
         }
         proc = spawn_logged(
@@ -167,6 +192,6 @@ def started_http_subscription(
 
 
 def dead_letter_seqs(metadata: MetadataStore, registry: SubscriptionRegistry, name: str) -> list[int]:
-    """The sequence numbers of the subscription's DLQ entries ("group:seq" payloads), sorted."""
-    entries = ops.dlq_list(metadata, registry.get(name), None, None, None, None, 1000)
-    return sorted(int(str(e["payload"]).split(":")[1]) for e in entries)
+    """The sequence numbers of the subscription's DLQ records ("group:seq" payloads), sorted."""
+    records = ops.read_dlq(metadata, registry.get(name), None, 1000)
+    return sorted(int((r.value() or b"").decode().split(":")[1]) for r in records)

@@ -116,7 +116,15 @@ async def test_acceptance_failover_switch_and_reshard(
         got = sum(len(set(v)) for v in endpoint.delivered.values())
         if got >= MESSAGES - 200:
             dlq = await asyncio.to_thread(
-                ops.dlq_list, metadata, registry.get(sub.name), None, None, None, None, 100_000
+                ops.dlq_list,
+                workers.settings_of_workers(),
+                metadata,
+                registry.get(sub.name),
+                None,
+                None,
+                None,
+                None,
+                100_000,
             )
             if got + len(dlq) >= MESSAGES:
                 break

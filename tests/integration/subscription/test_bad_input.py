@@ -111,7 +111,7 @@ async def test_bad_records_go_to_dlq_with_reasons_and_the_shard_goes_on(
     bad_group = groups[bad_seq % len(groups)]
     for g in groups:
         assert sink.delivered[g] == [s for s in produced[g] if s != bad_seq], g
-    dlq = await asyncio.to_thread(ops.dlq_list, metadata, sub)
+    dlq = await asyncio.to_thread(ops.dlq_list, stack, metadata, sub)
     by_reason: dict[str, list[dict[str, object]]] = defaultdict(list)
     for e in dlq:
         by_reason[str(e["reason"])].append(e)

@@ -97,7 +97,7 @@ async def test_batch_sink_keeps_group_order_through_retries_and_dlq(
             lambda: sum(map(len, sink.delivered.values())) >= MESSAGES - expected_dlq, 90, "deliveries"
         )
         await wait_until(lambda: sum(r.stats.dead_lettered for r in runners) >= expected_dlq, 30, "DLQ")
-    dlq = await asyncio.to_thread(ops.dlq_list, metadata, sub, None, None, None, None, 10_000)
+    dlq = await asyncio.to_thread(ops.dlq_list, stack, metadata, sub, None, None, None, None, 10_000)
     in_dlq = [int(e["payload"].split(":")[1]) for e in dlq]
     # nothing lost, nothing delivered twice, per-group produce order
     for g in groups:
@@ -147,5 +147,5 @@ async def test_batch_sink_skip_failed_delivers_the_rest_of_the_group(
         await wait_until(lambda: sum(map(len, sink.delivered.values())) >= 400 - 2, 60, "deliveries")
     for g in groups:
         assert sink.delivered[g] == [s for s in produced[g] if s not in broken], g
-    dlq = await asyncio.to_thread(ops.dlq_list, metadata, sub)
+    dlq = await asyncio.to_thread(ops.dlq_list, stack, metadata, sub)
     assert sorted(int(e["payload"].split(":")[1]) for e in dlq) == sorted(broken)

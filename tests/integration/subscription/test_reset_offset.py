@@ -22,7 +22,7 @@ from tests.integration.subscription.inprocess import Recorder, running_shards, w
 
 
 def mq_lag(registry: SubscriptionRegistry, metadata: MetadataStore, name: str) -> int:
-    return sum(shard["mq_lag"] for shard in ops.lag_report(registry, metadata, name)["shards"])
+    return sum(shard["mq_lag"] for shard in ops.queue_lag(registry, metadata, name)["shards"])
 
 
 async def test_mq_rewind_and_timestamp_fast_forward(

@@ -134,7 +134,7 @@ async def test_views_then_unsideline_replays_in_group_order(
             return endpoint.delivered[fixed_group][-1:] == [200]
 
         await _until(late_delivered, 30, "a new message of the fixed group")
-        dlq = await asyncio.to_thread(ops.dlq_list, metadata, registry.get(sub.name), broken_group)
+        dlq = await asyncio.to_thread(ops.dlq_list, settings, metadata, registry.get(sub.name), broken_group)
         reasons = [(int(str(e["payload"]).split(":")[1]), e["reason"]) for e in dlq]
         replay_failed = [seq for seq, reason in reasons if reason == "replay-failed"]
         assert replay_failed == [broken_seq]  # back in DLQ once, behind its first failure
