@@ -5,6 +5,9 @@ supervisor that runs this worker's shard runners, and the read-only web views.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import uuid
 from typing import Any, cast
 
 from agents.context import WorkerContext
@@ -41,7 +44,8 @@ def register(worker: WorkerContext) -> None:
             tp.partition for tp in app.assignor.assigned_actives() if tp.topic == slots_topic.get_topic_name()
         }
 
-    supervisor = worker.subscriptions = Supervisor(settings, table, owned_slots)
+    owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    supervisor = worker.subscriptions = Supervisor(settings, table, owned_slots, owner=owner)
 
     @app.agent(slots_topic, name="subscription-slots")
     async def hold_slots(stream: Any) -> None:

@@ -1,4 +1,4 @@
-"""DataAvailable: the notification a domain sends when data is ready for a recipient (seed 000).
+"""DataAvailable: the notification a domain sends when data is ready for a recipient (the MessageHub design).
 
 One shared definition for the Spark ingest, the subscription feeding the hub, the hub and
 the main job. `parse` validates untrusted input and raises InvalidInput naming the field.

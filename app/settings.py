@@ -199,6 +199,10 @@ class Settings(BaseSettings):
     subscription_fed_settle_s: float = Field(
         default=330.0, ge=0, validation_alias="SUBSCRIPTION_FED_SETTLE_S"
     )
+    # A shard's lease of its lane (app.ordered.lease): a stale owner stops acting at most this long
+    # after its last confirmed read of the owner log; a takeover from an owner that did not release
+    # its lane waits this long.
+    subscription_lease_s: float = Field(default=10.0, ge=1.0, validation_alias="SUBSCRIPTION_LEASE_S")
 
     @property
     def embedded_kafka(self) -> bool:

@@ -1,4 +1,4 @@
-"""Which storage topic of a composite topic a reader reads (seed 002, "SwitchProduce"). Pure.
+"""Which storage topic of a composite topic a reader reads (the Varadhi design, "SwitchProduce"). Pure.
 
 Storage topics are read one at a time, in order, so a group's order holds across SwitchProduce:
 a reader leaves T_i for T_{i+1} only once the produce pointer moved past T_i (no producer

@@ -1,4 +1,4 @@
-"""Consume(r, p', offset) of seed 002: read from one partition of one storage topic."""
+"""Consume(r, p', offset) of the Varadhi design: read from one partition of one storage topic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Composite topics as pure values (seed 002): storage topics, K, produce pointer.
+"""Composite topics as pure values (the Varadhi design): storage topics, K, produce pointer.
 
 No I/O here: the Kafka adapter (`app.composite.store`) persists these values and
 the producers use `CompositeTopic.target` to pick a storage topic and partition.

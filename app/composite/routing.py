@@ -1,4 +1,4 @@
-"""Shard-consistent routing (seed 002, "CompositeTopic").
+"""Shard-consistent routing (the Varadhi design, "CompositeTopic").
 
 `group_hash` is the one hash every process uses (producers, subscriptions, the Spark job):
 the first 8 bytes of BLAKE2b over the UTF-8 group id, read as an unsigned big-endian

@@ -1,4 +1,4 @@
-"""Consumer as a library (seed 002, "Varadhi Consumer as a library"): the subscription's ordering,
+"""Consumer as a library (the Varadhi design, "Consumer as a library"): the subscription's ordering,
 retry and dead-letter guarantees for any Kafka topic, in the service that imports it.
 
     from app.consumer import ConsumerSettings, KeyedConsumer, Message, PermanentError

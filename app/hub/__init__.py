@@ -1,4 +1,4 @@
-"""The message hub (seed 000): drawers, cabinets and a catalog on Cosmos DB; Peek and Dequeue for actors.
+"""The message hub (MessageHub): drawers, cabinets and a catalog on Cosmos DB; Peek and Dequeue for actors.
 
 The repository works through the HubStore port (app/hub/ports.py): HubContainers on Cosmos DB, or
 MemoryHubStore in memory (same conditional-write rules, for unit tests of the hub's concurrency).

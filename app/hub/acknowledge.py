@@ -1,4 +1,4 @@
-"""Acknowledge (seed 000's dequeue): advance every drawer a bundle touched under If-Match, or defer
+"""Acknowledge (MessageHub's dequeue): advance every drawer a bundle touched under If-Match, or defer
 the write to the actor's stream while the bundle leaves events in the drawer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The recipients' ledgers (seed 000's sequence numbers, claims and fence) under compare-and-swap,
+"""The recipients' ledgers (MessageHub's sequence numbers, claims and fence) under compare-and-swap,
 with the version this process last read or wrote of each, and the clock their leases are read by."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The drawer/cabinet/catalog model of seed 000, as pure values and transitions.
+"""The drawer/cabinet/catalog model of the MessageHub design, as pure values and transitions.
 
 Sequence numbers are per recipient: one `Ledger` document per recipient hands out
 strictly ascending numbers and drawer slots for every cabinet of that recipient in a

@@ -1,4 +1,4 @@
-"""GetNextUnacknowledged (seed 000): the next bundle from the cabinet holding the recipient's oldest
+"""GetNextUnacknowledged (MessageHub): the next bundle from the cabinet holding the recipient's oldest
 visible event, found through the catalog, with the catalog corrected where a peek finds it stale."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The DataAvailable repository of seed 000 on Cosmos DB: Save, GetNextUnacknowledged, Acknowledge.
+"""The DataAvailable repository of MessageHub on Cosmos DB: Save, GetNextUnacknowledged, Acknowledge.
 
 Each operation lives in its own module (save.py, peek.py, acknowledge.py) over the recipients'
 ledgers (ledgers.py); this class puts them together on one store and adds Depth."""

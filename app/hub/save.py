@@ -1,4 +1,4 @@
-"""Save (seed 000): claim sequence numbers in the recipient's ledger, write the idempotency index,
+"""Save (MessageHub): claim sequence numbers in the recipient's ledger, write the idempotency index,
 the events, their drawers and catalog entries, then release the claim so the fence passes them."""
 
 from __future__ import annotations

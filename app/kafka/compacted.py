@@ -17,9 +17,10 @@ from app.kafka.broker import BrokerPort, FetchGuard, confluent_seek
 from app.kafka.consuming import offset_client, partition_reader
 from app.kafka.writing import produce_confirmed
 
-__all__ = ["Apply", "CompactedLog"]
+__all__ = ["Apply", "ApplyAt", "CompactedLog"]
 
 Apply = Callable[[str, bytes | None], None]  # (key, value or None for a tombstone)
+ApplyAt = Callable[[int, str, bytes | None], None]  # (offset, key, value or None)
 
 
 class CompactedLog:
@@ -50,6 +51,10 @@ class CompactedLog:
     def read_new(self, apply: Apply, timeout_s: float = 10.0) -> None:
         """Apply every record written since the last call; ServiceUnavailable past `timeout_s`.
         Call it with `lock` held."""
+        self.read_new_at(lambda _offset, key, value: apply(key, value), timeout_s)
+
+    def read_new_at(self, apply: ApplyAt, timeout_s: float = 10.0) -> None:
+        """`read_new`, handing each record's offset too."""
         consumer, guard, offsets = self._ensure()
         _, high = offsets.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)
         deadline = time.monotonic() + timeout_s
@@ -71,11 +76,12 @@ class CompactedLog:
                 raise ServiceUnavailable(f"{self.topic}[0]: {msg.error()}")
             self._position = msg.offset() + 1
             high = max(high, self._position)
-            apply(msg.key().decode(), msg.value())
+            apply(msg.offset(), msg.key().decode(), msg.value())
 
-    def write(self, key: str, value: bytes | None) -> None:
-        """One record (None: a tombstone), confirmed by the broker; ServiceUnavailable otherwise."""
-        produce_confirmed(self.bootstrap, self.topic, key.encode(), value, point=self._write_point)
+    def write(self, key: str, value: bytes | None, *, point: str | None = None) -> None:
+        """One record (None: a tombstone), confirmed by the broker; ServiceUnavailable otherwise.
+        `point`: the crash point of this write, when it is not the log's own."""
+        produce_confirmed(self.bootstrap, self.topic, key.encode(), value, point=point or self._write_point)
 
     def close(self) -> None:
         with self.lock:  # not under a read still running in another thread

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from app.ordered.lease import OwnerRecord
 from app.ordered.rules import GroupState, Position
 from app.ordered.work import Work
 
-__all__ = ["MemoryQueues", "MemoryStateLog"]
+__all__ = ["MemoryOwnerLog", "MemoryQueues", "MemoryStateLog"]
 
 
 class MemoryStateLog:
@@ -46,3 +47,27 @@ def _append(
     log = queues.setdefault(work.partition, [])
     log.append((work, dict(headers)))
     return (0, len(log) - 1)
+
+
+class MemoryOwnerLog:
+    """One owner log shared by every owner of a test: `records` in write order (a claim's offset
+    its index); each reader is a view of its own with its own read position."""
+
+    def __init__(self, records: list[OwnerRecord] | None = None) -> None:
+        self.records: list[OwnerRecord] = [] if records is None else records
+        self._read = 0
+
+    def reader(self) -> MemoryOwnerLog:
+        """Another process's handle on the same log."""
+        return MemoryOwnerLog(self.records)
+
+    def claim(self, lane: str, owner: str, nonce: str) -> None:
+        self.records.append(OwnerRecord("claim", lane, len(self.records), owner=owner, nonce=nonce))
+
+    def release(self, lane: str, epoch: int) -> None:
+        self.records.append(OwnerRecord("release", lane, len(self.records), epoch=epoch))
+
+    def read_new(self) -> list[OwnerRecord]:
+        new = self.records[self._read :]
+        self._read = len(self.records)
+        return new

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from app.ordered.lease import OwnerRecord
 from app.ordered.rules import GroupState, Position
 from app.ordered.work import Work
 
-__all__ = ["Deliver", "GroupStates", "Queues"]
+__all__ = ["Deliver", "GroupStates", "OwnerLog", "Queues"]
 
 
 class GroupStates(Protocol):
@@ -34,3 +35,13 @@ class Queues(Protocol):
 Deliver = Callable[[Work], Awaitable[bool]]
 """Hand the work's message to the endpoint or handler; raise to fail it; False when the host's
 filter dropped it unseen (a main record only)."""
+
+
+class OwnerLog(Protocol):
+    """The shared log of lane claims and releases (`app.ordered.lease`), one for every process
+    that may own the lanes. Writes return once the log confirmed them; `read_new` returns the
+    records written since its last call, in log order, up to the log's end as asked at the call."""
+
+    def claim(self, lane: str, owner: str, nonce: str) -> None: ...
+    def release(self, lane: str, epoch: int) -> None: ...
+    def read_new(self) -> list[OwnerRecord]: ...

@@ -1,4 +1,4 @@
-"""GroupState rules (seed 002, "GroupState"): what to do with a group's next message and how
+"""GroupState rules (the Varadhi design, "GroupState"): what to do with a group's next message and how
 each outcome moves the group's RQ/DLQ p/c MessageStates.
 
 Positions are `(storage_topic_idx, offset)` tuples. Within one group they are totally ordered:

@@ -1,4 +1,4 @@
-"""At-least-once pipelines (seed 004, Compose Transporter on Kafka).
+"""At-least-once pipelines (the Transporter design, Compose Transporter on Kafka).
 
 Pure domain: `model` (messages, log entries), `chain` (namespace filters and transforms),
 `offsets` (per-writer offset and replay rules), `definition` (loading a pipeline),

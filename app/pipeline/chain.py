@@ -1,4 +1,4 @@
-"""Namespace filters and transform functions: the per-writer chain of seed 004."""
+"""Namespace filters and transform functions: the per-writer chain of the Transporter design."""
 
 from __future__ import annotations
 

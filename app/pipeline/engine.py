@@ -1,4 +1,4 @@
-"""The pipeline run loop (seed 004) over ports: one source appending to the commit log, one
+"""The pipeline run loop (the Transporter design) over ports: one source appending to the commit log, one
 task per writer reading the log from its own offset, bulk writes, interval flush of offsets,
 stop-on-failure and one-at-a-time replay, the operator's step / mark / resume, and the dead-letter
 queue of writers with `errors_tolerance: all`. A writer that is caught up takes the entries the log

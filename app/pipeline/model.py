@@ -1,4 +1,4 @@
-"""Messages and commit-log entries (seed 004), pure values with their JSON encoding."""
+"""Messages and commit-log entries (the Transporter design), pure values with their JSON encoding."""
 
 from __future__ import annotations
 

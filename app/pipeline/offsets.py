@@ -1,4 +1,4 @@
-"""Per-writer offset rules and replay rules (seed 004 "Message Guarantees" / "Message Failures").
+"""Per-writer offset rules and replay rules (Transporter "Message Guarantees" / "Message Failures").
 
 An offset is the last commit-log offset a writer has *confirmed* (written, filtered or dropped);
 -1 means nothing yet. Offsets only move after the sink confirmed, so they are never ahead of it.

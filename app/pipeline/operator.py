@@ -1,4 +1,4 @@
-"""The operator's controls of a running pipeline (seed 004 "operator intervention", Kafka Connect's
+"""The operator's controls of a running pipeline (Transporter "operator intervention", Kafka Connect's
 pause/resume): the answers the pipeline process's HTTP API serves (app/pipeline/web.py), as the
 models of app/pipeline/api_models.py.
 

@@ -130,6 +130,7 @@ class BatchDelivery:
 
     async def _call(self, items: list[Work]) -> dict[int, BaseException | None]:
         d = self.delivery
+        d.check()
         d.stats.batches += 1
         messages = [d.message(i) for i in items]
         try:

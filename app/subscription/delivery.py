@@ -164,8 +164,12 @@ class Delivery:
         produce_to: ProduceTo,
         generation: int,
         endpoint: Endpoint | None = None,
+        check: Callable[[], None] = lambda: None,
     ) -> None:
+        """`check` raises when the shard may no longer act (`ShardRunner.check_lease`): called
+        before each endpoint call (the shard's `produce_to` checks before each RQ/DLQ copy)."""
         self.sub = sub
+        self.check = check
         self.stats = stats
         self.endpoint = endpoint
         self._by_group = _ByGroup(states)
@@ -211,6 +215,7 @@ class Delivery:
         return True
 
     async def handle(self, work: Work) -> None:
+        self.check()
         if (
             work.meta is None
             and not work.undecodable

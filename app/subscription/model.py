@@ -1,4 +1,4 @@
-"""A subscription as a pure value (seed 002, "Subscription"): the MQ it reads, its RQ and DLQ
+"""A subscription as a pure value (the Varadhi design, "Subscription"): the MQ it reads, its RQ and DLQ
 composite topics, retry policy, on-DLQ policy, endpoint and shard count.
 
 No I/O here; `app.subscription.registry` persists these values in Kafka.

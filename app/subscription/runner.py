@@ -28,7 +28,9 @@ from app.kafka.admin import committed_offsets
 from app.kafka.broker import FetchGuard, broker_for
 from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
+from app.ordered.lease import Lease
 from app.ordered.orphans import Queue, adopt
+from app.ordered.ownership import LaneOwnership
 from app.ordered.records import decode_group_id
 from app.ordered.retries import take_due
 from app.ordered.rules import GroupState, MessageState, Position, forgettable, settled
@@ -40,6 +42,7 @@ from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.errors import InvalidSubscription
 from app.subscription.model import Subscription
 from app.subscription.orphans import INCARNATION_HEADER, copy_of, fed_headers, fed_place
+from app.subscription.owners import lane_of
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
@@ -78,11 +81,14 @@ class ShardRunner:
         metadata: MetadataStore,
         batch_sink: BatchSink | None = None,
         load_states: LoadStates | None = None,
+        ownership: LaneOwnership | None = None,
     ) -> None:
         """Give `endpoint` (kinds http, callable) or `batch_sink` (kind batch). `load_states`
         loads the states of the groups this shard owns in a storage topic: called at start when
         the shard reads a storage topic whose groups map to shards unlike the produce pointer's
-        (the one `states` was loaded for)."""
+        (the one `states` was loaded for). `ownership`: the worker's leases; the shard claims its
+        lane there before it reads anything and stops at the first act its lease no longer
+        covers (`app.ordered.lease`). Without it the shard assumes it is the only owner."""
         self.settings = settings
         self.sub = sub
         self.shard_id = shard_id
@@ -92,6 +98,8 @@ class ShardRunner:
         self.broker = broker_for(settings)
         self.stats = ShardStats()
         self.stopping = asyncio.Event()
+        self._ownership = ownership
+        self.lease: Lease | None = None
         self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
         grace = 2 * settings.metadata_refresh_s + 1.0
         self.mq = _Reader(sub.topic, shard_id, sub.shard_count, grace)
@@ -123,6 +131,7 @@ class ShardRunner:
             self._produce_to,
             self.generation,
             endpoint,
+            check=self.check_lease,
         )
         self._batch = (
             None
@@ -138,6 +147,37 @@ class ShardRunner:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self) -> None:
+        if self._ownership is not None:
+            self.lease = await self._claim(self._ownership)
+            if self.lease is None:
+                return
+        try:
+            await self._run()
+        finally:
+            if self._ownership is not None and self.lease is not None:
+                await self._ownership.release(self.lease)
+
+    async def _claim(self, ownership: LaneOwnership) -> Lease | None:
+        """This shard's lease, once it may act; None when the shard was stopped meanwhile."""
+        claiming = asyncio.ensure_future(ownership.acquire(lane_of(self.sub.name, self.shard_id)))
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait([claiming, stopped], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not claiming.done():
+            claiming.cancel()
+            return None
+        lease = claiming.result()
+        log.info("%s owns its lane at epoch %d", self.label, lease.epoch)
+        return lease
+
+    def check_lease(self) -> None:
+        """Raise `LaneLost` unless this shard's lease covers an act now (a write or a delivery)."""
+        if self.lease is not None:
+            self.lease.check(time.monotonic())
+
+    async def _run(self) -> None:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap,
             group_id=self.sub.consumer_group,
@@ -172,7 +212,10 @@ class ShardRunner:
                     await self._maybe_advance()
                     next_check = time.monotonic() + 0.5
         finally:
-            await self.states.flush()
+            if self.lease is None or self.lease.may_act(time.monotonic()):
+                await self.states.flush()
+            else:  # another owner has the lane: what this one did not write is redone there
+                log.warning("%s lost its lane: group states not written", self.label)
             await self._consumer.stop()
             await self._rq_out.close()
             await self._dlq_out.close()
@@ -249,6 +292,7 @@ class ShardRunner:
                 self.stats.count(await self.delivery.engine.undecodable(work))
                 continue
             headers = fed_headers(rec.headers, (self._topic(self.rq).index_of(rec.topic), rec.offset))
+            self.check_lease()
             crash_point("subscription.rq.fed")  # records fed so far come again after a restart
             await self._rq_out.produce(group, rec.value or b"", headers=headers)
             self.stats.fed += 1
@@ -275,6 +319,7 @@ class ShardRunner:
         for group_id, state in adopted.items():
             self.states.put(group_id, state)
         if self.stats.adopted:
+            self.check_lease()
             await self.states.flush()
             log.warning(
                 "%s: recorded %d RQ/DLQ copies written before a crash that its group states lacked",
@@ -433,6 +478,7 @@ class ShardRunner:
         if not self._consumer.assignment():  # waiting for other shards to finish feeding
             await asyncio.sleep(0.2)
             return
+        self.check_lease()
         batch = await self._consumer.getmany(
             timeout_ms=self._wait_ms(), max_records=self.settings.subscription_batch_max
         )
@@ -457,7 +503,9 @@ class ShardRunner:
         due = self._due_rq_items(commit)
         await self._deliver(due + mq_items)
         if commit:
+            self.check_lease()
             await self.states.flush()  # GroupState changes reach the changelog before offsets move
+            self.check_lease()
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(commit)
             self._committed.update(commit)
@@ -511,6 +559,7 @@ class ShardRunner:
     ) -> Position:
         out = self._rq_out if queue == "rq" else self._dlq_out
         assert out is not None
+        self.check_lease()
         headers = dict(copy_headers)
         headers[INCARNATION_HEADER] = self.sub.incarnation.encode()
         delivered = await out.produce(group, rec.value or b"", headers=headers)
@@ -523,6 +572,7 @@ class ShardRunner:
 
     async def _commit_positions(self) -> None:
         assert self._consumer is not None
+        self.check_lease()
         await self.states.flush()
         offsets: dict[TopicPartition, int] = {}
         for tp in self._consumer.assignment():
@@ -530,6 +580,7 @@ class ShardRunner:
                 continue
             offsets[tp] = await self._consumer.position(tp)
         if offsets:
+            self.check_lease()
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(offsets)
             self._committed.update(offsets)

@@ -1,4 +1,4 @@
-"""Shards (seed 002, "Subscription"): which partitions of which storage topics a shard owns,
+"""Shards (the Varadhi design, "Subscription"): which partitions of which storage topics a shard owns,
 which Faust table partition ("slot") holds its GroupState, ChangeShardCount planning and the
 offset-reset rules. Pure functions over composite-topic values.
 """

@@ -16,9 +16,13 @@ from typing import Any, Protocol
 
 from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
+from app.ordered.lease import LaneLost
+from app.ordered.ownership import LaneOwnership
 from app.settings import Settings
 from app.subscription.endpoints import open_batch_sink, open_endpoint
 from app.subscription.model import Status, Subscription
+from app.subscription.owners import KafkaOwnerLog
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
 from app.subscription.runner import ShardRunner, ShardStates
 from app.subscription.shards import shard_of_group, slot_of
@@ -36,7 +40,15 @@ class StateTable(Protocol):
 
 
 class Supervisor:
-    def __init__(self, settings: Settings, table: StateTable, owned_slots: Callable[[], set[int]]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        table: StateTable,
+        owned_slots: Callable[[], set[int]],
+        *,
+        owner: str,
+    ) -> None:
+        """`owner`: this worker's name in the owner log (unique per process)."""
         self.settings = settings
         self.table = table
         self.owned_slots = owned_slots
@@ -46,6 +58,10 @@ class Supervisor:
         self._owns: dict[ShardKey, Callable[[str], bool]] = {}
         self._marked_at: dict[ShardKey, float] = {}
         self._lock = asyncio.Lock()
+        self._owner_log = KafkaOwnerLog.of(settings, broker_for(settings))
+        self.ownership = LaneOwnership(self._owner_log, owner, settings.subscription_lease_s)
+        self._confirming: asyncio.Task[None] | None = None
+        self._lost_at: dict[ShardKey, float] = {}  # shards whose lane another owner took
 
     def wanted(self, subs: dict[str, Subscription], slots: set[int]) -> dict[ShardKey, Subscription]:
         out: dict[ShardKey, Subscription] = {}
@@ -73,7 +89,10 @@ class Supervisor:
                 new = wanted.get(key)
                 if task.done() or new is None or new.epoch != sub.epoch or new.version != sub.version:
                     await self._stop(key)
+            now = time.monotonic()
             for key, sub in wanted.items():
+                if now - self._lost_at.get(key, -1e9) < self.settings.subscription_lease_s:
+                    continue  # taken over just now: give the rebalance a lease's time to move it
                 if key not in self.runners:
                     try:
                         await self._start(sub, key[1])
@@ -94,8 +113,14 @@ class Supervisor:
         async with self._lock:
             for key in list(self.runners):
                 await self._stop(key)
+            if self._confirming is not None:
+                self._confirming.cancel()
+                await asyncio.gather(self._confirming, return_exceptions=True)
+            await asyncio.to_thread(self._owner_log.close)
 
     async def _start(self, sub: Subscription, shard: int) -> None:
+        if self._confirming is None or self._confirming.done():
+            self._confirming = asyncio.create_task(self.ownership.run(), name="lease-confirm")
         mq: CompositeTopic = await asyncio.to_thread(self.metadata.get, sub.topic)
         slot = slot_of(sub.name, shard, self.settings.subscription_shard_slots)
 
@@ -119,17 +144,28 @@ class Supervisor:
                 self.metadata,
                 open_batch_sink(sub.endpoint),
                 load_states=load_states,
+                ownership=self.ownership,
             )
             _close = _nothing
         else:
             endpoint, _close = open_endpoint(sub.endpoint)
             runner = ShardRunner(
-                self.settings, sub, shard, states, endpoint, self.metadata, load_states=load_states
+                self.settings,
+                sub,
+                shard,
+                states,
+                endpoint,
+                self.metadata,
+                load_states=load_states,
+                ownership=self.ownership,
             )
 
         async def run() -> None:
             try:
                 await runner.run()
+            except LaneLost as exc:
+                self._lost_at[(sub.name, shard)] = time.monotonic()
+                log.warning("%s stopped: %s", runner.label, exc)
             except Exception:
                 log.exception("%s failed; it restarts at the next reconcile", runner.label)
             finally:

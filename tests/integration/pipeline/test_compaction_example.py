@@ -1,4 +1,4 @@
-"""Seed 004's log-compaction example on the real commit log: the 28 messages of its two logs are
+"""The Transporter design's log-compaction example on the real commit log: the 28 messages of its two logs are
 appended to a pipeline's commit log on the broker and read back, and the seed's rule (below the
 earliest writer offset, in closed segments only, keep each key's latest message) leaves exactly
 the seed's "after compaction" logs. On Kafka the commit log topic is compacted by the broker

@@ -1,4 +1,4 @@
-"""ChangeShardCount after a main-topic partition change (seed 002): MQ T0 has 4 partitions and
+"""ChangeShardCount after a main-topic partition change (the Varadhi design): MQ T0 has 4 partitions and
 2 shards; T1 gets 6 partitions (K=1, groups move between shards), so shards stop at T0's end;
 change-shards 3 adds 6-partition RQ/DLQ storage topics, the old RQ lag is fed into them by the
 new shards, and every group is delivered completely, in produce order. Cut while feeding

@@ -1,4 +1,4 @@
-"""CompositeTopic operations exactly as seed 002 defines them."""
+"""CompositeTopic operations exactly as the Varadhi design defines them."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def append_fifth_event(max_events: int) -> AppendPlan:
 
 
 def test_new_unfolds_supersede_stored_ones_of_their_case_only() -> None:
-    """Seed 001: `u` holds unfolded events which supersede items with equivalent case values.
+    """The Equinox design: `u` holds unfolded events which supersede items with equivalent case values.
     Before, each write replaced the whole list: another writer's projection was lost."""
     plan = append_fifth_event(max_events=10)
     assert plan.calved is None

@@ -1,5 +1,5 @@
 """Every interleaving of a subscription shard's reads, up to a bound, checked with the pure
-GroupState rules (app/subscription/state.py), as seed 002 runs them: MQ read in order, RQ read as
+GroupState rules (app/subscription/state.py), as the Varadhi design runs them: MQ read in order, RQ read as
 a FIFO, each delivery attempt answered OK, RETRY (retriable failure) or FATAL, MQ messages read
 again after a crash (state kept, offset not committed), DLQ entries unsidelined back into RQ, and,
 with `forget`, settled states dropped at any moment (as a shard does after a commit: only what

@@ -1,4 +1,4 @@
-"""Property tests for the per-writer offset rules (seed 004 "Message Guarantees" and "Message Failures").
+"""Property tests for the per-writer offset rules (Transporter "Message Guarantees" and "Message Failures").
 
 The engine runs over the in-memory log and store with scripted sinks: any sequence of bulk results,
 failures and crashes (a crash drops everything not yet flushed), then a healthy clean run.

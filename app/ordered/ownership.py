@@ -1,0 +1,116 @@
+"""The leases one process holds (`app.ordered.lease`), kept confirmed by one reader of the owner
+log: `acquire` claims a lane and returns once the lease may act, `release` hands it back, and
+`run` re-reads the log every quarter of the lease duration so that each lease stays confirmed
+while its claim is the latest and ends at the first read that finds a later one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from app.errors import HubstreamError
+from app.ordered.lease import LaneLost, Lease, OwnerView, takeover_at
+from app.ordered.ports import OwnerLog
+
+__all__ = ["LaneOwnership"]
+
+log = logging.getLogger(__name__)
+
+
+class LaneOwnership:
+    def __init__(
+        self,
+        owner_log: OwnerLog,
+        owner: str,
+        duration_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """`clock` and `sleep` are the monotonic clock and the wait (tests give their own)."""
+        self.owner = owner
+        self.duration_s = duration_s
+        self.view = OwnerView()
+        self.leases: dict[str, Lease] = {}
+        self._log = owner_log
+        self._clock = clock
+        self._sleep = sleep
+        self._reading = threading.Lock()  # one read of the log at a time, in whichever thread
+
+    @property
+    def interval_s(self) -> float:
+        return self.duration_s / 4
+
+    def refresh(self) -> float:
+        """Read what the log gained and confirm (or end) every lease by it; returns when the read
+        started. Blocking: call it in a thread."""
+        with self._reading:
+            started = self._clock()
+            for record in self._log.read_new():
+                self.view.apply(record)
+            for lease in list(self.leases.values()):
+                lease.confirm(self.view, started)
+            return started
+
+    async def acquire(self, lane: str) -> Lease:
+        """Claim `lane` and wait until this process may act for it; LaneLost when a later claim
+        came first. The claim stands from the moment the log confirmed it."""
+        nonce = f"{self.owner}/{uuid.uuid4().hex[:12]}"
+        await asyncio.to_thread(self._log.claim, lane, self.owner, nonce)
+        confirmed_at = self._clock()
+        while True:
+            started = await asyncio.to_thread(self.refresh)
+            if lane in self.view.claims and self.view.claims[lane].nonce == nonce:
+                break
+            if any(c.nonce == nonce for c in self.view.previous.values() if c is not None):
+                raise LaneLost(f"lane {lane}: a later claim came right after this one")
+            await self._sleep(self.interval_s / 4)  # the log has not shown the claim yet
+        claim = self.view.claims[lane]
+        previous = self.view.previous.get(lane)
+        lease = Lease(
+            lane,
+            nonce,
+            claim.epoch,
+            self.duration_s,
+            acts_from=takeover_at(previous, confirmed_at, self.duration_s),
+            valid_until=started + self.duration_s,
+        )
+        self.leases[lane] = lease
+        if lease.wait_s(self._clock()) > 0:
+            assert previous is not None
+            log.warning(
+                "lane %s: epoch %d waits up to %.1f s for the lease of %s (epoch %d, not released)",
+                lane,
+                claim.epoch,
+                lease.wait_s(self._clock()),
+                previous.owner,
+                previous.epoch,
+            )
+        while (wait := lease.wait_s(self._clock())) > 0:
+            await self._sleep(min(wait, self.interval_s))
+            await asyncio.to_thread(self.refresh)
+            if lease.lost:
+                self.leases.pop(lane, None)
+                raise LaneLost(f"lane {lane}: a later claim took it over during the takeover wait")
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """Hand the lane back: the next owner need not wait. Nothing is written for a lease that
+        was lost (its claim is no longer the latest)."""
+        if self.leases.get(lease.lane) is lease:
+            del self.leases[lease.lane]
+        if lease.lost or self._clock() >= lease.valid_until:
+            return
+        await asyncio.to_thread(self._log.release, lease.lane, lease.epoch)
+
+    async def run(self) -> None:
+        """Keep the leases confirmed; a failed read leaves them to run out (their owners stop)."""
+        while True:
+            try:
+                await asyncio.to_thread(self.refresh)
+            except HubstreamError as exc:
+                log.warning("owner log not read (leases run out unless a read succeeds): %s", exc)
+            await self._sleep(self.interval_s)

@@ -1,0 +1,123 @@
+"""A worker paused past its session timeout (SIGSTOP), its shards taken over, then resumed
+(SIGCONT), three times while messages flow, with an HTTP endpoint failing on purpose. The
+resumed worker's leases have run out (`app.ordered.lease`): it must not deliver, write a copy or
+commit for a shard the other worker now owns.
+
+Counted at the endpoint: nothing missing, and per group no older message after a newer one
+unless the whole run after it follows again (the replay a restart may make); every group ends on
+its newest message."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import httpx
+
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
+from app.kafka.broker import broker_for
+from app.ordered.policy import RetryPolicy
+from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec
+from app.subscription.registry import SubscriptionRegistry
+from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.support.waiting import async_wait_until
+from tests.unit.modelcheck.endpoint_order import Seen
+
+GROUPS = 200
+CHUNK = 1000
+PAUSES = 3
+LEASE_S = "3"
+
+
+async def _produce(stack: Settings, topic: str, seqs: range) -> None:
+    def run() -> None:
+        with CompositeProducer(stack, topic, store=MetadataStore.of(stack)) as producer:
+            for seq in seqs:
+                g = f"g{seq % GROUPS}"
+                producer.produce(g, f"{g}:{seq}")
+
+    await asyncio.to_thread(run)
+
+
+async def _running(web_port: int, subscription: str) -> set[int]:
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        answer = (await http.get(f"http://127.0.0.1:{web_port}/subscriptions/shards")).json()
+    return {s["shard"] for s in answer["shards"] if s["subscription"] == subscription and s["running"]}
+
+
+async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale(
+    stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str
+) -> None:
+    topic = f"pause-{unique}"
+    metadata.create(topic, 4)
+    groups = [f"g{i}" for i in range(GROUPS)]
+    endpoint.transient = set(groups[: GROUPS // 10])  # their messages go through RQ
+    registry = SubscriptionRegistry(
+        broker_for(stack), workers.registry_topic, replication_factor=stack.kafka_replication_factor
+    )
+    sub = ops.create(
+        registry,
+        metadata,
+        topic,
+        topic,
+        EndpointSpec("http", endpoint.url, 5.0),
+        shard_count=2,
+        retry=RetryPolicy(max_attempts=10, min_backoff_s=0.2, max_backoff_s=0.5),
+        start=True,
+    )
+    base = 18000 + int(unique[:4], 16) % 900
+    ports = [base, base + 1]
+    for port in ports:
+        workers.start(port, SUBSCRIPTION_LEASE_S=LEASE_S)
+
+    async def runs_both(port: int) -> bool:
+        return await _running(port, sub.name) == {0, 1}
+
+    async def split() -> bool:
+        for port in ports:
+            if not await _running(port, sub.name):
+                return False
+        return True
+
+    total = 0
+    for pause in range(PAUSES):
+        await async_wait_until(
+            split, 120, "both workers running a shard", poll_s=0.5, retry_on=(httpx.HTTPError,)
+        )
+        await _produce(stack, topic, range(total, total + CHUNK))
+        total += CHUNK
+        paused, other = ports[pause % 2], ports[(pause + 1) % 2]
+        workers.procs[paused].send_signal(signal.SIGSTOP)
+        try:
+            await _produce(stack, topic, range(total, total + CHUNK // 2))
+            total += CHUNK // 2
+            await async_wait_until(
+                lambda other=other: runs_both(other),
+                120,
+                "the other worker running both shards",
+                poll_s=0.5,
+                retry_on=(httpx.HTTPError,),
+            )
+            await _produce(stack, topic, range(total, total + CHUNK // 2))
+            total += CHUNK // 2
+        finally:
+            workers.procs[paused].send_signal(signal.SIGCONT)
+
+    def all_delivered() -> bool:
+        return sum(len(set(v)) for v in endpoint.delivered.values()) >= total
+
+    await async_wait_until(all_delivered, 180, f"all {total} messages delivered", poll_s=0.5)
+    await asyncio.to_thread(ops.set_status, registry, sub.name, ops.Status.STOPPED)
+    delivered = {s for g in groups for s in endpoint.delivered[g]}
+    assert delivered == set(range(total)), f"missing {sorted(set(range(total)) - delivered)[:20]}"
+    for g in groups:
+        seen = Seen()
+        for seq in endpoint.delivered[g]:
+            seen = seen.took(seq)
+        newest = max(s for s in range(total) if f"g{s % GROUPS}" == g)
+        assert seen.broken is None, f"{g}: {seen.broken}: {endpoint.delivered[g]}"
+        assert not seen.expect, f"{g}: a replay never caught up: {endpoint.delivered[g]}"
+        assert endpoint.delivered[g][-1] == newest, f"{g} ends on {endpoint.delivered[g][-1]}, not {newest}"

@@ -1,0 +1,130 @@
+"""Lane leases: the owner view's rules and `LaneOwnership` over the in-memory owner log, with a
+clock the tests move (no real waiting)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.ordered.lease import LaneLost, OwnerRecord, OwnerView, takeover_at
+from app.ordered.memory import MemoryOwnerLog
+from app.ordered.ownership import LaneOwnership
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_release_of_an_older_claim_changes_nothing() -> None:
+    view = OwnerView()
+    view.apply(OwnerRecord("claim", "s/0", 0, owner="a", nonce="a1"))
+    view.apply(OwnerRecord("claim", "s/0", 1, owner="b", nonce="b1"))
+    view.apply(OwnerRecord("release", "s/0", 2, epoch=0))  # a's late release
+    latest = view.claims["s/0"]
+    assert (latest.epoch, latest.owner, latest.released) == (1, "b", False)
+    previous = view.previous["s/0"]
+    assert previous is not None and previous.released  # b need not wait for a any more
+
+
+def test_takeover_waits_only_for_an_unreleased_claim() -> None:
+    view = OwnerView()
+    assert takeover_at(None, 5.0, 10.0) == 5.0
+    view.apply(OwnerRecord("claim", "s/0", 0, owner="a", nonce="a1"))
+    assert takeover_at(view.claims["s/0"], 5.0, 10.0) == 15.0
+    view.apply(OwnerRecord("release", "s/0", 1, epoch=0))
+    assert takeover_at(view.claims["s/0"], 5.0, 10.0) == 5.0
+
+
+async def _yield(_s: float) -> None:
+    await asyncio.sleep(0)  # the test moves the clock; waiting only lets it run
+
+
+def _run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_a_fresh_lane_is_owned_at_once_and_a_clean_handover_costs_no_wait() -> None:
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
+    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+
+    async def scenario() -> None:
+        lease_a = await a.acquire("s/0")
+        assert lease_a.may_act(clock.now)
+        await a.release(lease_a)
+        lease_b = await asyncio.wait_for(b.acquire("s/0"), 1.0)
+        assert lease_b.may_act(clock.now) and lease_b.epoch > lease_a.epoch
+
+    _run(scenario())
+
+
+def test_a_takeover_from_a_silent_owner_waits_one_lease_and_the_old_lease_ends() -> None:
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
+    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+
+    async def scenario() -> None:
+        lease_a = await a.acquire("s/0")
+        claimed = asyncio.create_task(b.acquire("s/0"))
+        for _ in range(5000):  # b writes its claim and starts its wait (threads may start slowly)
+            await asyncio.sleep(0.001)
+            if "s/0" in b.leases:
+                break
+        assert len(shared.records) == 2 and not claimed.done()
+        # a is paused: its last read (at 100) still covers it until 110, so it may act at 109...
+        clock.now = 109.0
+        assert lease_a.may_act(clock.now)
+        with pytest.raises(LaneLost):  # ...and not past its lease, whether or not it reads again
+            lease_a.check(110.0)
+        clock.now = 111.0
+        lease_b = await asyncio.wait_for(claimed, 5.0)
+        assert lease_b.may_act(clock.now)
+        a.refresh()  # a resumes and reads the log: the later claim ends its lease for good
+        assert lease_a.lost
+        await a.release(lease_a)
+        assert [r.kind for r in shared.records] == ["claim", "claim"]  # a lost lease releases nothing
+
+    _run(scenario())
+
+
+def test_an_old_owner_that_reads_the_new_claim_stops_even_within_its_lease() -> None:
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
+
+    async def scenario() -> None:
+        lease_a = await a.acquire("s/0")
+        shared.reader().claim("s/0", "b", "b1")
+        clock.now += 1
+        a.refresh()
+        with pytest.raises(LaneLost, match="later claim"):
+            lease_a.check(clock.now)
+
+    _run(scenario())
+
+
+def test_the_old_owners_release_during_the_wait_ends_it() -> None:
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
+    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+
+    async def scenario() -> None:
+        lease_a = await a.acquire("s/0")
+        claimed = asyncio.create_task(b.acquire("s/0"))
+        for _ in range(5000):
+            await asyncio.sleep(0.001)
+            if "s/0" in b.leases:
+                break
+        shared.release("s/0", lease_a.epoch)  # a finished stopping and let go
+        lease_b = await asyncio.wait_for(claimed, 5.0)  # the clock never moved: no wait
+        assert lease_b.may_act(clock.now)
+
+    _run(scenario())
