@@ -35,10 +35,18 @@ class CompactedLog:
         self._consumer: Consumer | None = None
         self._guard: FetchGuard | None = None
         self._offsets: Consumer | None = None
+        self._created = False
+
+    def _create(self) -> None:
+        """The topic, compacted, before the first read or write (a write to a topic that does not
+        exist would have the broker create it with its defaults, or not at all)."""
+        if not self._created:
+            self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
+            self._created = True
 
     def _ensure(self) -> tuple[Consumer, FetchGuard, Consumer]:
         if self._consumer is None or self._guard is None or self._offsets is None:
-            self.admin.create([TopicSpec(self.topic, 1, {"cleanup.policy": "compact"})])
+            self._create()
             self._consumer = partition_reader(self.bootstrap, self._reader_group, partition_eof=True)
             self._consumer.assign([TopicPartition(self.topic, 0, self._position)])
             self._guard = self.broker.fetch_guard(confluent_seek(self._consumer), compacted=True)
@@ -81,6 +89,7 @@ class CompactedLog:
     def write(self, key: str, value: bytes | None, *, point: str | None = None) -> None:
         """One record (None: a tombstone), confirmed by the broker; ServiceUnavailable otherwise.
         `point`: the crash point of this write, when it is not the log's own."""
+        self._create()
         produce_confirmed(self.bootstrap, self.topic, key.encode(), value, point=point or self._write_point)
 
     def close(self) -> None:

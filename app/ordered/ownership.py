@@ -6,6 +6,7 @@ while its claim is the latest and ends at the first read that finds a later one.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -39,6 +40,9 @@ class LaneOwnership:
         self._clock = clock
         self._sleep = sleep
         self._reading = threading.Lock()  # one read of the log at a time, in whichever thread
+        # Reads of the log in a thread of their own: a pool busy with other blocking calls must
+        # not hold a confirmation back until the leases run out.
+        self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="owner-log")
 
     @property
     def interval_s(self) -> float:
@@ -55,6 +59,12 @@ class LaneOwnership:
                 lease.confirm(self.view, started)
             return started
 
+    async def _refreshed(self) -> float:
+        return await asyncio.get_running_loop().run_in_executor(self._reader, self.refresh)
+
+    def close(self) -> None:
+        self._reader.shutdown(wait=False, cancel_futures=True)
+
     async def acquire(self, lane: str) -> Lease:
         """Claim `lane` and wait until this process may act for it; LaneLost when a later claim
         came first. The claim stands from the moment the log confirmed it."""
@@ -62,7 +72,7 @@ class LaneOwnership:
         await asyncio.to_thread(self._log.claim, lane, self.owner, nonce)
         confirmed_at = self._clock()
         while True:
-            started = await asyncio.to_thread(self.refresh)
+            started = await self._refreshed()
             if lane in self.view.claims and self.view.claims[lane].nonce == nonce:
                 break
             if any(c.nonce == nonce for c in self.view.previous.values() if c is not None):
@@ -91,7 +101,7 @@ class LaneOwnership:
             )
         while (wait := lease.wait_s(self._clock())) > 0:
             await self._sleep(min(wait, self.interval_s))
-            await asyncio.to_thread(self.refresh)
+            await self._refreshed()
             if lease.lost:
                 self.leases.pop(lane, None)
                 raise LaneLost(f"lane {lane}: a later claim took it over during the takeover wait")
@@ -110,7 +120,7 @@ class LaneOwnership:
         """Keep the leases confirmed; a failed read leaves them to run out (their owners stop)."""
         while True:
             try:
-                await asyncio.to_thread(self.refresh)
+                await self._refreshed()
             except HubstreamError as exc:
                 log.warning("owner log not read (leases run out unless a read succeeds): %s", exc)
             await self._sleep(self.interval_s)

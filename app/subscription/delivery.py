@@ -170,6 +170,7 @@ class Delivery:
         before each endpoint call (the shard's `produce_to` checks before each RQ/DLQ copy)."""
         self.sub = sub
         self.check = check
+        self.owner_epoch: int | None = None  # the shard's lease epoch, once it holds one
         self.stats = stats
         self.endpoint = endpoint
         self._by_group = _ByGroup(states)
@@ -203,6 +204,7 @@ class Delivery:
             payload=rec.value or b"",
             attempt=(meta.failed_attempts if meta is not None else 0) + 1,
             headers={k: v.decode("utf-8", "replace") for k, v in user_headers(headers)} if headers else {},
+            owner_epoch=self.owner_epoch,
         )
 
     async def _deliver(self, work: Work) -> bool:

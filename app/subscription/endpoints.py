@@ -91,13 +91,17 @@ class HttpEndpoint:
     async def __call__(self, message: SubscriptionMessage) -> None:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
-        headers = {
-            **message.headers,
+        ours = {
             "X-Group-Id": message.group_id,
             "X-Message-Id": message.message_id,
             "X-Subscription": message.subscription,
             "X-Attempt": str(message.attempt),
         }
+        if message.owner_epoch is not None:
+            ours["X-Owner-Epoch"] = str(message.owner_epoch)
+        # A record's own headers never stand in for ours, whatever their case.
+        reserved = {name.lower() for name in (*ours, "X-Owner-Epoch")}
+        headers = {k: v for k, v in message.headers.items() if k.lower() not in reserved} | ours
         try:
             async with self._session.post(self.url, data=message.payload, headers=headers) as resp:
                 status = resp.status

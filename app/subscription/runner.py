@@ -169,6 +169,7 @@ class ShardRunner:
             claiming.cancel()
             return None
         lease = claiming.result()
+        self.delivery.owner_epoch = lease.epoch
         log.info("%s owns its lane at epoch %d", self.label, lease.epoch)
         return lease
 

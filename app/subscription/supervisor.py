@@ -116,6 +116,7 @@ class Supervisor:
             if self._confirming is not None:
                 self._confirming.cancel()
                 await asyncio.gather(self._confirming, return_exceptions=True)
+            self.ownership.close()
             await asyncio.to_thread(self._owner_log.close)
 
     async def _start(self, sub: Subscription, shard: int) -> None:

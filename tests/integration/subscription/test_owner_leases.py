@@ -12,8 +12,9 @@ the old owner still runs. Two `LaneOwnership`s stand for two worker processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -55,6 +56,18 @@ def owner_logs(stack: Settings, unique: str) -> Iterator[list[KafkaOwnerLog]]:
         owner_log.close()
 
 
+@contextlib.asynccontextmanager
+async def confirming(*ownerships: LaneOwnership) -> AsyncIterator[None]:
+    """Each ownership's confirm loop, as a worker runs it."""
+    tasks = [asyncio.create_task(o.run()) for o in ownerships]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def _runner(
     stack: Settings, sub: Subscription, metadata: MetadataStore, endpoint: Recorder, ownership: LaneOwnership
 ) -> ShardRunner:
@@ -85,13 +98,15 @@ async def test_a_failed_claim_delivers_nothing_and_the_next_owner_need_not_wait(
     second = Recorder()
     b = LaneOwnership(owner_logs[1], "b", LEASE_S)
     runner = _runner(stack, sub, metadata, second, b)
-    task = asyncio.create_task(runner.run())
-    try:
-        await wait_until(lambda: second.count() >= 40, 60, "40 deliveries by the next owner")
-        assert runner.lease is not None and runner.lease.acts_from <= runner.lease.valid_until - LEASE_S
-    finally:
-        runner.stop()
-        await task
+    started = time.monotonic()
+    async with confirming(b):
+        task = asyncio.create_task(runner.run())
+        try:
+            await wait_until(lambda: second.count() >= 40, 60, "40 deliveries by the next owner")
+            assert runner.lease is not None and runner.lease.acts_from - started < LEASE_S  # no wait
+        finally:
+            runner.stop()
+            await task
     _in_order(second, 40)
 
 
@@ -103,22 +118,24 @@ async def test_a_failed_release_makes_the_next_owner_wait_one_lease(
     sub = callable_subscription(stack, metadata, unique, topic, topic, 1)
     await asyncio.to_thread(produce, stack, metadata, topic, range(40))
     recorder = Recorder()
-    old = _runner(stack, sub, metadata, recorder, LaneOwnership(owner_logs[0], "a", LEASE_S))
-    task = asyncio.create_task(old.run())
-    await wait_until(lambda: recorder.count() >= 40, 60, "40 deliveries by the first owner")
-    with armed("subscription.owner.release"), pytest.raises(InjectedFault):
-        old.stop()
-        await task
-    await asyncio.to_thread(produce, stack, metadata, topic, range(40, 80))
-    new = _runner(stack, sub, metadata, recorder, LaneOwnership(owner_logs[1], "b", LEASE_S))
-    started = time.monotonic()
-    task = asyncio.create_task(new.run())
-    try:
-        await wait_until(lambda: recorder.count() >= 80, 60, "80 deliveries")
-        assert time.monotonic() - started >= LEASE_S  # it waited out the claim never released
-    finally:
-        new.stop()
-        await task
+    a, b = LaneOwnership(owner_logs[0], "a", LEASE_S), LaneOwnership(owner_logs[1], "b", LEASE_S)
+    async with confirming(a, b):
+        old = _runner(stack, sub, metadata, recorder, a)
+        task = asyncio.create_task(old.run())
+        await wait_until(lambda: recorder.count() >= 40, 60, "40 deliveries by the first owner")
+        with armed("subscription.owner.release"), pytest.raises(InjectedFault):
+            old.stop()
+            await task
+        await asyncio.to_thread(produce, stack, metadata, topic, range(40, 80))
+        new = _runner(stack, sub, metadata, recorder, b)
+        started = time.monotonic()
+        task = asyncio.create_task(new.run())
+        try:
+            await wait_until(lambda: recorder.count() >= 80, 60, "80 deliveries")
+            assert time.monotonic() - started >= LEASE_S  # it waited out the claim never released
+        finally:
+            new.stop()
+            await task
     _in_order(recorder, 80)
 
 
@@ -143,7 +160,8 @@ async def test_a_takeover_stops_the_old_owner_before_the_new_one_delivers(
     sub = callable_subscription(stack, metadata, unique, topic, topic, 1)
     await asyncio.to_thread(produce, stack, metadata, topic, range(400))
     a, b = LaneOwnership(owner_logs[0], "a", LEASE_S), LaneOwnership(owner_logs[1], "b", LEASE_S)
-    confirming = asyncio.create_task(a.run())
+    both = confirming(a, b)
+    await both.__aenter__()
     old_seen, new_seen = Timed(), Timed()
     old = _runner(stack, sub, metadata, old_seen, a)
     old_task = asyncio.create_task(old.run())
@@ -167,5 +185,4 @@ async def test_a_takeover_stops_the_old_owner_before_the_new_one_delivers(
     finally:
         new.stop()
         await new_task
-        confirming.cancel()
-        await asyncio.gather(confirming, return_exceptions=True)
+        await both.__aexit__(None, None, None)

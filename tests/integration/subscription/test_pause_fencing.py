@@ -76,26 +76,31 @@ async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale
     async def runs_both(port: int) -> bool:
         return await _running(port, sub.name) == {0, 1}
 
-    async def split() -> bool:
-        for port in ports:
-            if not await _running(port, sub.name):
-                return False
-        return True
+    async def some_worker_runs_shards() -> int:
+        """The port of a worker running a shard (both running 0 and 1 between them)."""
+        running = {port: await _running(port, sub.name) for port in ports}
+        if set().union(*running.values()) != {0, 1}:
+            return 0
+        return next(port for port in ports if running[port])
 
     total = 0
-    for pause in range(PAUSES):
-        await async_wait_until(
-            split, 120, "both workers running a shard", poll_s=0.5, retry_on=(httpx.HTTPError,)
+    for _pause in range(PAUSES):
+        paused = await async_wait_until(
+            some_worker_runs_shards, 120, "both shards running", poll_s=0.5, retry_on=(httpx.HTTPError,)
         )
         await _produce(stack, topic, range(total, total + CHUNK))
         total += CHUNK
-        paused, other = ports[pause % 2], ports[(pause + 1) % 2]
+        other = ports[1 - ports.index(paused)]
         workers.procs[paused].send_signal(signal.SIGSTOP)
         try:
             await _produce(stack, topic, range(total, total + CHUNK // 2))
             total += CHUNK // 2
+
+            async def other_runs_both(port: int = other) -> bool:
+                return await runs_both(port)
+
             await async_wait_until(
-                lambda other=other: runs_both(other),
+                other_runs_both,
                 120,
                 "the other worker running both shards",
                 poll_s=0.5,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from app.ordered.lease import Lease, OwnerRecord, OwnerView, takeover_at
+from app.ordered.lease import LaneClaim, Lease, OwnerRecord, OwnerView, takeover_at
 
 T = 7
 L = 2
@@ -35,7 +35,7 @@ def _violation(grant: Callable[[float], float]) -> tuple[object, ...] | None:
     return None
 
 
-def _unreleased() -> object:
+def _unreleased() -> LaneClaim:
     view = OwnerView()
     view.apply(OwnerRecord("claim", "lane", 0, owner="old", nonce="old"))
     return view.claims["lane"]
