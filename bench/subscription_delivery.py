@@ -7,7 +7,10 @@ start-up and group joins are not counted for any side. With --runs N each side r
 interleaved (raw, callable, batch, plain Faust in every run), and the figures are medians.
 Prints the figures, the ratios, and a JSON line: `ratio_callable`/`ratio_batch` are to the plain
 Faust agent; `ratio_raw` is the callable shard to the raw poll loop, `ratio_raw_batch` the batch
-shard to it (target >= 0.35).
+shard to it (target >= 0.35). A third baseline, the *minimal* loop, is the raw loop that also builds
+each message and awaits a no-op callable with it: the least work any per-message delivery in
+Python does, with no state, order or commits. `ratio_minimal_raw` says how far below raw that
+alone runs, `ratio_callable_minimal` compares the shard with it.
 
     .venv/bin/python bench/subscription_delivery.py [messages] [--runs N]
 """
@@ -151,6 +154,41 @@ def bench_raw(settings: Settings, storage: str, partitions: int, total: int) -> 
     return clock.rate
 
 
+def bench_minimal(settings: Settings, storage: str, partitions: int, total: int) -> float:
+    """The least work a per-message Python delivery does: the raw poll loop, plus, for each record,
+    the message an endpoint gets (`SubscriptionMessage`) handed to an awaited no-op callable. No
+    group state, no order, no commits."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.bootstrap,
+            "group.id": f"bench-minimal-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(storage, p, OFFSET_BEGINNING) for p in range(partitions)])
+    clock = Clock(total)
+
+    async def sink(_m: SubscriptionMessage) -> None:
+        clock.tick()
+
+    async def loop() -> None:
+        deadline = time.monotonic() + 300
+        while not clock.done.is_set():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"minimal loop saw {clock.seen:,} of {total:,} messages")
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is None:
+                    key = (m.key() or b"").decode()
+                    await sink(
+                        SubscriptionMessage("bench", key, f"0-{m.partition()}-{m.offset()}", m.value(), 1)
+                    )
+
+    asyncio.run(loop())
+    consumer.close()
+    return clock.rate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -167,15 +205,17 @@ def main() -> None:
     with CompositeProducer(settings, topic, store=metadata) as producer:
         for i in range(total):
             producer.produce(f"g{i % GROUPS}", b"x" * 100)
-    each: dict[str, list[float]] = {"raw": [], "callable": [], "batch": [], "plain": []}
+    each: dict[str, list[float]] = {"raw": [], "minimal": [], "callable": [], "batch": [], "plain": []}
     for run in range(args.runs):
         each["raw"].append(bench_raw(settings, storage.name, storage.partitions, total))
+        each["minimal"].append(bench_minimal(settings, storage.name, storage.partitions, total))
         each["callable"].append(asyncio.run(bench_subscription(settings, topic, total, "callable")))
         each["batch"].append(asyncio.run(bench_subscription(settings, topic, total, "batch")))
         each["plain"].append(asyncio.run(bench_plain_faust(settings, topic, total)))
         if args.runs > 1:
             print(
-                f"run {run + 1}: raw {each['raw'][-1]:,.0f}, callable {each['callable'][-1]:,.0f}, "
+                f"run {run + 1}: raw {each['raw'][-1]:,.0f}, minimal {each['minimal'][-1]:,.0f}, "
+                f"callable {each['callable'][-1]:,.0f}, "
                 f"batch {each['batch'][-1]:,.0f}, plain Faust {each['plain'][-1]:,.0f} msg/s; "
                 f"callable/raw {each['callable'][-1] / each['raw'][-1]:.2f}, "
                 f"batch/raw {each['batch'][-1] / each['raw'][-1]:.2f}"
@@ -183,6 +223,7 @@ def main() -> None:
     metadata.delete(topic)
     metadata.close()
     raw_rate = statistics.median(each["raw"])
+    minimal_rate = statistics.median(each["minimal"])
     callable_rate = statistics.median(each["callable"])
     batch_rate = statistics.median(each["batch"])
     plain_rate = statistics.median(each["plain"])
@@ -192,6 +233,7 @@ def main() -> None:
     print(f"subscription, 1 shard, batch no-op sink:    {batch_rate:,.0f} msg/s")
     print(f"plain Faust agent:                          {plain_rate:,.0f} msg/s")
     print(f"raw confluent-kafka poll loop:              {raw_rate:,.0f} msg/s")
+    print(f"poll loop + message + awaited no-op:        {minimal_rate:,.0f} msg/s")
     print(
         f"ratio callable/plain: {callable_rate / plain_rate:.2f}, batch/plain: {batch_rate / plain_rate:.2f}"
         " (target >= 0.7)"
@@ -199,6 +241,10 @@ def main() -> None:
     print(
         f"ratio callable/raw: {callable_rate / raw_rate:.2f}, batch/raw: {batch_rate / raw_rate:.2f}"
         " (target >= 0.35)"
+    )
+    print(
+        f"ratio minimal/raw: {minimal_rate / raw_rate:.2f}, "
+        f"callable/minimal: {callable_rate / minimal_rate:.2f}"
     )
     print(
         orjson.dumps(
@@ -212,6 +258,9 @@ def main() -> None:
                 "raw_msg_s": round(raw_rate),
                 "ratio_raw": round(callable_rate / raw_rate, 3),
                 "ratio_raw_batch": round(batch_rate / raw_rate, 3),
+                "minimal_msg_s": round(minimal_rate),
+                "ratio_minimal_raw": round(minimal_rate / raw_rate, 3),
+                "ratio_callable_minimal": round(callable_rate / minimal_rate, 3),
                 "runs": args.runs,
                 "each_run_msg_s": {k: [round(r) for r in v] for k, v in each.items()},
             }

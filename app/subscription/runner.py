@@ -2,75 +2,53 @@
 the GroupState rules, deliver, sideline to RQ or dead-letter, and commit offsets only after the
 endpoint or the broker confirmed (at-least-once, owned here rather than left to Faust's acks).
 
-Storage topics of MQ and RQ are read one at a time, in order: T_{i+1} only after the shard's
-partitions of T_i are drained and the produce pointer moved past T_i (plus a grace period for
-producers still holding the old pointer), so a group's order holds across SwitchProduce.
+Its parts: the storage-topic chain (`app.subscription.chain`), adoption of copies written before
+a crash (`app.subscription.adoption`) and forgetting of recovered groups' states
+(`app.subscription.forgetting`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from app.composite.advance import may_leave, read_index
-from app.composite.model import CompositeTopic, StorageTopic
+from app.composite.model import CompositeTopic
 from app.composite.producer import AsyncCompositeProducer
-from app.composite.routing import partition_for
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets
 from app.kafka.broker import FetchGuard, broker_for
-from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
 from app.ordered.lease import Lease
-from app.ordered.orphans import Queue, adopt
+from app.ordered.orphans import Queue
 from app.ordered.ownership import LaneOwnership
 from app.ordered.records import decode_group_id
 from app.ordered.retries import take_due
-from app.ordered.rules import GroupState, MessageState, Position, forgettable, settled
+from app.ordered.rules import Position
 from app.ordered.work import SourceRecord, Work
 from app.settings import Settings
+from app.subscription.adoption import ShardAdoption
 from app.subscription.batch import BatchDelivery
+from app.subscription.chain import ChainReader, LoadStates
 from app.subscription.delivery import Delivery, ShardStates, ShardStats, main_work, rq_work
 from app.subscription.endpoints import BatchSink, Endpoint
-from app.subscription.errors import InvalidSubscription
+from app.subscription.forgetting import ShardForgetting
 from app.subscription.model import Subscription
-from app.subscription.orphans import INCARNATION_HEADER, copy_of, fed_headers, fed_place
+from app.subscription.orphans import INCARNATION_HEADER, fed_headers, fed_place
 from app.subscription.owners import lane_of
-from app.subscription.shards import assignments, chain_keeps_shards, check_shardable, shard_of_group
+from app.subscription.shards import shard_of_group
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 
 log = logging.getLogger(__name__)
 
 
-# Loads the states of the groups a shard owns in a storage topic (the GroupState table).
-LoadStates = Callable[[StorageTopic], Awaitable[ShardStates]]
-
-
-class _Reader:
-    """Reads one composite topic's storage topics in order for one shard."""
-
-    def __init__(self, name: str, shard_id: int, shard_count: int, grace_s: float) -> None:
-        self.name = name
-        self.shard_id = shard_id
-        self.shard_count = shard_count
-        self.grace_s = grace_s
-        self.idx = 0
-        self.switch_seen_at: float | None = None
-
-    def partitions(self, topic: CompositeTopic) -> list[TopicPartition]:
-        a = assignments(topic, self.shard_id, self.shard_count, self.idx)[0]
-        return [TopicPartition(a.storage_topic, p) for p in a.assigned_partitions]
-
-
-class ShardRunner:
+class ShardRunner(ShardForgetting, ShardAdoption):
     def __init__(
         self,
         settings: Settings,
@@ -102,8 +80,8 @@ class ShardRunner:
         self.lease: Lease | None = None
         self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
         grace = 2 * settings.metadata_refresh_s + 1.0
-        self.mq = _Reader(sub.topic, shard_id, sub.shard_count, grace)
-        self.rq = _Reader(sub.rq_topic, shard_id, sub.shard_count, grace)
+        self.mq = ChainReader(sub.topic, shard_id, sub.shard_count, grace)
+        self.rq = ChainReader(sub.rq_topic, shard_id, sub.shard_count, grace)
         self._rq_buffers: dict[TopicPartition, deque[Work]] = defaultdict(deque)
         self._rq_read: dict[TopicPartition, int] = {}  # the offset after the last RQ copy read
         self._rq_next_due_ms: float | None = None  # when the soonest waiting RQ copy comes due
@@ -140,10 +118,6 @@ class ShardRunner:
                 self.delivery, batch_sink, settings.subscription_batch_max, sub.endpoint.timeout_s
             )
         )
-
-    @property
-    def label(self) -> str:
-        return f"{self.sub.name}/shard-{self.shard_id}"
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self) -> None:
@@ -230,17 +204,6 @@ class ShardRunner:
         storage = self._topic(self.mq).storage_topics[self.mq.idx]
         return shard_of_group(group_id, storage, self.sub.shard_count) == self.shard_id
 
-    # -- storage topic order --------------------------------------------------------------------
-    def _topic(self, reader: _Reader) -> CompositeTopic:
-        return self._composite(reader.name)
-
-    def _composite(self, name: str) -> CompositeTopic:
-        """Composite-topic definitions, re-read every COMPOSITE_METADATA_REFRESH_S."""
-        known = self._topics.get(name)
-        if known is None or time.monotonic() - known[1] > self.settings.metadata_refresh_s:
-            known = self._topics[name] = (self.metadata.get(name), time.monotonic())
-        return known[0]
-
     async def _assign(self) -> None:
         """While old RQ storage topics are fed, only feed: a message sidelined into the new RQ
         before its group's older RQ messages were fed would be read ahead of them."""
@@ -262,26 +225,6 @@ class ShardRunner:
         self._guard.reassigned(dict(zip(places, starts, strict=True)))
         self._committed = dict(zip(tps, starts, strict=True))
 
-    async def _plan_feed(self) -> None:
-        topic, count = self._topic(self.rq), self.sub.shard_count
-        old = self.rq.idx
-        while old < topic.produce_pointer and not chain_keeps_shards(
-            topic, count, old, topic.produce_pointer
-        ):
-            old += 1
-        if old == self.rq.idx:
-            return
-        tps = [
-            TopicPartition(s.name, p)
-            for s in topic.storage_topics[self.rq.idx : old]
-            for p in range(s.partitions)
-        ]
-        self.rq.idx = old
-        if not await self._drained(tps):
-            self._feed_all = tps
-            self._feed = {tp for tp in tps if tp.partition % count == self.shard_id}
-            log.info("%s feeds %d old RQ partitions into RQ storage %d", self.label, len(self._feed), old)
-
     async def _feed_records(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
         """Re-produce old RQ records (headers kept) so routing puts them in their new shard."""
         assert self._rq_out is not None
@@ -297,180 +240,6 @@ class ShardRunner:
             crash_point("subscription.rq.fed")  # records fed so far come again after a restart
             await self._rq_out.produce(group, rec.value or b"", headers=headers)
             self.stats.fed += 1
-
-    async def _adopt_orphans(self) -> None:
-        """Record the RQ/DLQ copies written before a crash whose state write never landed
-        (`app.subscription.orphans`): RQ from the committed offsets of the RQ storage topics still
-        to be read, DLQ from the start of its current storage topic (it has no reader to commit)."""
-        rq, dlq = self._topic(self.rq), self._composite(self.sub.dlq_topic)
-        rq_tps = [
-            (a.storage_topic, p)
-            for a in assignments(rq, self.shard_id, self.sub.shard_count, self.rq.idx)
-            for p in a.assigned_partitions
-        ]
-        committed = await asyncio.to_thread(
-            committed_offsets, self.settings.bootstrap, self.sub.consumer_group, rq_tps
-        )
-        dlq_at = assignments(dlq, self.shard_id, self.sub.shard_count, dlq.produce_pointer)[0]
-        plan: list[tuple[Queue, CompositeTopic, dict[tuple[str, int], int]]] = [
-            ("rq", rq, dict(zip(rq_tps, committed, strict=True))),
-            ("dlq", dlq, {(dlq_at.storage_topic, p): 0 for p in dlq_at.assigned_partitions}),
-        ]
-        adopted = await asyncio.to_thread(self._read_orphans, plan)
-        for group_id, state in adopted.items():
-            self.states.put(group_id, state)
-        if self.stats.adopted:
-            self.check_lease()
-            await self.states.flush()
-            log.warning(
-                "%s: recorded %d RQ/DLQ copies written before a crash that its group states lacked",
-                self.label,
-                self.stats.adopted,
-            )
-
-    def _read_orphans(
-        self, plan: list[tuple[Queue, CompositeTopic, dict[tuple[str, int], int]]]
-    ) -> dict[str, GroupState]:
-        """The states to write: each group's state with the copies it lacks recorded. Read as a
-        stream (a DLQ is read from its start): only the groups that lack a copy are kept."""
-        adopted: dict[str, GroupState] = {}
-        earlier: dict[str, list[MessageState]] = defaultdict(list)  # RQ copies read, per group
-        for queue, topic, starts in plan:
-            for msg in read_from(self.broker, starts):
-                at = (topic.index_of(msg.topic()), msg.offset())
-                copy = copy_of(
-                    queue,
-                    msg.key(),
-                    msg.headers(),
-                    at,
-                    self.sub.incarnation,
-                    self.settings.max_group_id_bytes,
-                )
-                if copy is None:
-                    continue
-                known = adopted.get(copy.group_id) or self.states.get(copy.group_id)
-                new = adopt(known, copy, self.delivery.engine.generation, earlier[copy.group_id])
-                if new is not None:
-                    adopted[copy.group_id] = new
-                    self.stats.adopted += 1
-                if queue == "rq":
-                    earlier[copy.group_id].append(copy.at)
-        return adopted
-
-    async def _drained(self, tps: list[TopicPartition]) -> bool:
-        return all((await self._drained_facts(tps)).values())
-
-    async def _drained_facts(self, tps: list[TopicPartition]) -> dict[int, bool]:
-        """Per partition (all of one storage topic): is this shard's position (an assigned
-        partition) or the group's committed offset (another) at the partition's end?"""
-        assert self._consumer is not None
-        ends = await asyncio.to_thread(self.broker.end_offsets, [(t.topic, t.partition) for t in tps])
-        facts: dict[int, bool] = {}
-        for tp, end in zip(tps, ends, strict=True):
-            if tp in self._consumer.assignment():
-                pos = await self._consumer.position(tp)
-            else:
-                pos = await self._consumer.committed(tp) or 0
-            facts[tp.partition] = pos >= end
-        return facts
-
-    async def _skip_drained(self, reader: _Reader) -> None:
-        """Start past the drained storage topics, but (MQ) not where groups change shards while
-        another shard may still deliver the topic before: the gate `_maybe_advance` keeps. Once
-        every shard drained it (as change-shards waits for), the rest of the chain only has to
-        suit this shard count.
-
-        Producers may still write what the pointer just left, for the grace after the switch. A
-        switch the definition dates (on the switching host's clock) within the grace plus the
-        clock skew allowed is waited out on this host's own clock: the switch is older than this
-        read of it, so one grace from now covers it. Deciding only then (rather than leaving the
-        move to `_maybe_advance`, whose gate holds where groups change shards) lets a shard
-        restarted right after a switch still start past a storage topic every shard drained."""
-        topic = self._topic(reader)
-        while topic.switched_within(int(time.time() * 1000), reader.grace_s, self.settings.clock_skew_s):
-            seen = topic.switched_at_ms
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), reader.grace_s)
-                return
-            topic = await asyncio.to_thread(self.metadata.get, reader.name)
-            if topic.switched_at_ms == seen:  # no switch since: its grace has passed
-                break
-        while may_leave(topic, reader.idx):
-            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
-            idx = read_index(topic, reader.idx, drained)
-            if idx == reader.idx:
-                break
-            if reader is self.mq and not await self._mq_may_leave(topic, reader.idx):
-                self._mq_compatible(topic)  # logs why, and shows the shard held
-                break
-            reader.idx = idx
-
-    async def _mq_may_leave(self, topic: CompositeTopic, idx: int) -> bool:
-        count = self.sub.shard_count
-        if chain_keeps_shards(topic, count, idx, idx + 1):
-            return True
-        storage = topic.storage_topics[idx]
-        every = [TopicPartition(storage.name, p) for p in range(storage.partitions)]
-        return chain_keeps_shards(topic, count, idx + 1, topic.produce_pointer) and await self._drained(every)
-
-    async def _states_for_mq(self) -> None:
-        """The states were loaded for the groups this shard owns at the produce pointer; held at
-        the end of a storage topic whose groups map otherwise, it owns that topic's groups."""
-        topic = self._topic(self.mq)
-        if self._load_states is None or chain_keeps_shards(
-            topic, self.sub.shard_count, self.mq.idx, topic.produce_pointer
-        ):
-            return
-        self.states = self.delivery.states = await self._load_states(topic.storage_topics[self.mq.idx])
-        log.warning("%s: states loaded for the groups of MQ storage %d it reads", self.label, self.mq.idx)
-
-    def _mq_compatible(self, topic: CompositeTopic) -> bool:
-        """May the shard move from MQ T_i to T_{i+1}? Not when groups would change shards there."""
-        try:
-            check_shardable(topic, self.sub.shard_count, self.mq.idx, self.mq.idx + 1)
-        except InvalidSubscription as exc:
-            if self._mq_gate_logged != self.mq.idx:
-                self._mq_gate_logged = self.mq.idx
-                log.warning("%s: stays at the end of MQ storage %d: %s", self.label, self.mq.idx, exc)
-            self.stats.mq_held_at = self.mq.idx
-            return False
-        self.stats.mq_held_at = None
-        return True
-
-    async def _maybe_advance(self) -> None:
-        moved = False
-        if self._feed_all and await self._drained(self._feed_all):
-            log.info("%s: old RQ storage topics fed, consuming RQ storage %d", self.label, self.rq.idx)
-            self._feed_all, self._feed = [], set()
-            moved = True
-        for reader in (self.mq, self.rq):
-            topic = self._topic(reader)
-            if not may_leave(topic, reader.idx) or self._feed_all:
-                continue
-            if reader is self.mq and not self._mq_compatible(topic):
-                continue
-            if reader.switch_seen_at is None:
-                reader.switch_seen_at = time.monotonic()
-            if time.monotonic() - reader.switch_seen_at < reader.grace_s:
-                continue
-            if reader is self.rq and any(self._rq_buffers.values()):
-                continue
-            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
-            idx = read_index(topic, reader.idx, drained)
-            if idx != reader.idx:
-                log.info(
-                    "%s: %s drained, reading storage topic %d",
-                    self.label,
-                    topic.storage_topics[reader.idx].name,
-                    idx,
-                )
-                reader.idx = idx
-                reader.switch_seen_at = None
-                moved = True
-        if moved:
-            await self._commit_positions()
-            await self._assign()
-        self.stats.mq_storage_idx, self.stats.rq_storage_idx = self.mq.idx, self.rq.idx
 
     # -- the loop -----------------------------------------------------------------------------
     async def _step(self) -> None:
@@ -585,82 +354,6 @@ class ShardRunner:
             crash_point("subscription.offsets.commit")
             await self._consumer.commit(offsets)
             self._committed.update(offsets)
-
-    # -- settled states ---------------------------------------------------------------------------
-    async def _forget_settled(self) -> None:
-        """A group that failed once does not keep its state for ever: after each commit, the states
-        `forgettable` says decide nothing any more are dropped, judged against the committed
-        offsets (a crash reads MQ and RQ again from there, nothing below). Between steps nothing
-        of the shard is in flight. Not while old RQ partitions are fed (their copies' marks move)."""
-        if self._feed_all:
-            return
-        mq, rq = self._topic(self.mq), self._topic(self.rq)
-        gone: list[str] = []
-        for group in self.states.to_check():
-            state = self.states.get(group)
-            if state is None or not settled(state):
-                self.states.checked(group)  # until its next write
-                continue
-            main_idx = self.mq.idx if state.handled is None else state.handled[0]
-            main_from = self._resumes_at(mq, self.mq, group, main_idx)
-            rq_from: Position | None = None
-            if state.rq.c is not None and state.rq.c.internal_topic_idx < self.rq.idx:
-                if not await self._read_past_fed_copies(group):
-                    continue  # judged again after the next commit, until the reader passed them
-                rq_from = (self.rq.idx, 0)  # every place in a storage topic left behind
-            elif state.rq.c is not None:
-                rq_from = self._resumes_at(rq, self.rq, group, state.rq.c.internal_topic_idx)
-            if main_from is None or (state.rq.c is not None and rq_from is None):
-                self.states.checked(group)  # a mark it cannot judge: kept until written again
-                continue
-            if forgettable(state, main_from, rq_from):
-                gone.append(group)
-        if gone:
-            await self.states.forget(gone)
-            self.stats.forgotten += len(gone)
-
-    async def _read_past_fed_copies(self, group: str) -> bool:
-        """Has the shard committed past every copy of `group` fed from the RQ storage topics it
-        left? A fed copy keeps its original place, in the old topic, as the group's mark, and a
-        copy fed twice (a feeder cut and restarted) waits above the first, where only that mark
-        skips it. Feeding is over when this is asked (not while old partitions are fed), so every
-        fed copy lies below the end offsets of the storage topic the RQ producers write to, once
-        SUBSCRIPTION_FED_SETTLE_S has passed: a feeder replaced meanwhile (its slot revoked, its
-        task cancelled) may have handed copies to its producer, which still delivers them later."""
-        if self._fed_below is None:
-            now = time.monotonic()
-            if self._feed_over_seen_at is None:
-                self._feed_over_seen_at = now
-            if now - self._feed_over_seen_at < self.settings.subscription_fed_settle_s:
-                return False
-            # the definition as written, not the cached one: no producer wrote past its pointer
-            topic = await asyncio.to_thread(self.metadata.get, self.sub.rq_topic)
-            storage = topic.storage_topics[topic.produce_pointer]
-            places = [(storage.name, p) for p in range(storage.partitions)]
-            ends = await asyncio.to_thread(self.broker.end_offsets, places)
-            self._fed_below = (topic.produce_pointer, ends)
-        last, ends = self._fed_below
-        if self.rq.idx != last:
-            return self.rq.idx > last
-        storage = self._topic(self.rq).storage_topics[last]
-        partition = partition_for(group, storage.partitions, storage.k)
-        committed = self._committed.get(TopicPartition(storage.name, partition))
-        return committed is not None and committed >= ends[partition]
-
-    def _resumes_at(self, topic: CompositeTopic, reader: _Reader, group: str, idx: int) -> Position | None:
-        """Where a restarted shard reads `group`'s records of storage topic `idx` again from: the
-        committed offset in the one being read. None when unknown: a later storage topic (not
-        read yet), and, for RQ, an earlier one (`_read_past_fed_copies` judges those). A mark in
-        an earlier MQ storage topic has passed (the topic was left drained and is never fed)."""
-        if idx < reader.idx and reader is self.mq:
-            return (reader.idx, 0)
-        if idx != reader.idx or idx >= len(topic.storage_topics):
-            return None
-        storage = topic.storage_topics[idx]
-        offset = self._committed.get(
-            TopicPartition(storage.name, partition_for(group, storage.partitions, storage.k))
-        )
-        return None if offset is None else (idx, offset)
 
 
 def _itself(work: Work) -> Work:

@@ -1,0 +1,231 @@
+"""A shard's way along the storage topics of its MQ and RQ (the Varadhi design's SwitchProduce
+and ChangeShardCount): which storage topic each reader reads, when it may move on, and which old
+RQ storage topics the shard feeds into the current one after a shard-count change.
+
+Storage topics are read one at a time, in order: T_{i+1} only after the shard's partitions of T_i
+are drained and the produce pointer moved past T_i (plus a grace period for producers still
+holding the old pointer), so a group's order holds across SwitchProduce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from app.composite.advance import may_leave, read_index
+from app.composite.model import CompositeTopic, StorageTopic
+from app.composite.store import MetadataStore
+from app.kafka.broker import BrokerPort
+from app.ordered.work import Work
+from app.settings import Settings
+from app.subscription.delivery import Delivery, ShardStates, ShardStats
+from app.subscription.errors import InvalidSubscription
+from app.subscription.model import Subscription
+from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
+
+__all__ = ["ChainReader", "LoadStates", "ShardChain"]
+
+log = logging.getLogger(__name__)
+
+
+# Loads the states of the groups a shard owns in a storage topic (the GroupState table).
+LoadStates = Callable[[StorageTopic], Awaitable[ShardStates]]
+
+
+class ChainReader:
+    """Reads one composite topic's storage topics in order for one shard."""
+
+    def __init__(self, name: str, shard_id: int, shard_count: int, grace_s: float) -> None:
+        self.name = name
+        self.shard_id = shard_id
+        self.shard_count = shard_count
+        self.grace_s = grace_s
+        self.idx = 0
+        self.switch_seen_at: float | None = None
+
+    def partitions(self, topic: CompositeTopic) -> list[TopicPartition]:
+        a = assignments(topic, self.shard_id, self.shard_count, self.idx)[0]
+        return [TopicPartition(a.storage_topic, p) for p in a.assigned_partitions]
+
+
+class ShardChain:
+    """The storage-topic part of `ShardRunner` (which sets these attributes)."""
+
+    settings: Settings
+    sub: Subscription
+    shard_id: int
+    metadata: MetadataStore
+    broker: BrokerPort
+    states: ShardStates
+    stats: ShardStats
+    delivery: Delivery
+    mq: ChainReader
+    rq: ChainReader
+    stopping: asyncio.Event
+    _topics: dict[str, tuple[CompositeTopic, float]]
+    _committed: dict[TopicPartition, int]
+    _load_states: LoadStates | None
+    _feed_all: list[TopicPartition]
+    _feed: set[TopicPartition]
+    _mq_gate_logged: int
+    _rq_buffers: dict[TopicPartition, deque[Work]]
+    _consumer: AIOKafkaConsumer | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.sub.name}/shard-{self.shard_id}"
+
+    async def _commit_positions(self) -> None: ...
+    async def _assign(self) -> None: ...
+
+    # -- storage topic order --------------------------------------------------------------------
+    def _topic(self, reader: ChainReader) -> CompositeTopic:
+        return self._composite(reader.name)
+
+    def _composite(self, name: str) -> CompositeTopic:
+        """Composite-topic definitions, re-read every COMPOSITE_METADATA_REFRESH_S."""
+        known = self._topics.get(name)
+        if known is None or time.monotonic() - known[1] > self.settings.metadata_refresh_s:
+            known = self._topics[name] = (self.metadata.get(name), time.monotonic())
+        return known[0]
+
+    async def _plan_feed(self) -> None:
+        topic, count = self._topic(self.rq), self.sub.shard_count
+        old = self.rq.idx
+        while old < topic.produce_pointer and not chain_keeps_shards(
+            topic, count, old, topic.produce_pointer
+        ):
+            old += 1
+        if old == self.rq.idx:
+            return
+        tps = [
+            TopicPartition(s.name, p)
+            for s in topic.storage_topics[self.rq.idx : old]
+            for p in range(s.partitions)
+        ]
+        self.rq.idx = old
+        if not await self._drained(tps):
+            self._feed_all = tps
+            self._feed = {tp for tp in tps if tp.partition % count == self.shard_id}
+            log.info("%s feeds %d old RQ partitions into RQ storage %d", self.label, len(self._feed), old)
+
+    async def _drained(self, tps: list[TopicPartition]) -> bool:
+        return all((await self._drained_facts(tps)).values())
+
+    async def _drained_facts(self, tps: list[TopicPartition]) -> dict[int, bool]:
+        """Per partition (all of one storage topic): is this shard's position (an assigned
+        partition) or the group's committed offset (another) at the partition's end?"""
+        assert self._consumer is not None
+        ends = await asyncio.to_thread(self.broker.end_offsets, [(t.topic, t.partition) for t in tps])
+        facts: dict[int, bool] = {}
+        for tp, end in zip(tps, ends, strict=True):
+            if tp in self._consumer.assignment():
+                pos = await self._consumer.position(tp)
+            else:
+                pos = await self._consumer.committed(tp) or 0
+            facts[tp.partition] = pos >= end
+        return facts
+
+    async def _skip_drained(self, reader: ChainReader) -> None:
+        """Start past the drained storage topics, but (MQ) not where groups change shards while
+        another shard may still deliver the topic before: the gate `_maybe_advance` keeps. Once
+        every shard drained it (as change-shards waits for), the rest of the chain only has to
+        suit this shard count.
+
+        Producers may still write what the pointer just left, for the grace after the switch. A
+        switch the definition dates (on the switching host's clock) within the grace plus the
+        clock skew allowed is waited out on this host's own clock: the switch is older than this
+        read of it, so one grace from now covers it. Deciding only then (rather than leaving the
+        move to `_maybe_advance`, whose gate holds where groups change shards) lets a shard
+        restarted right after a switch still start past a storage topic every shard drained."""
+        topic = self._topic(reader)
+        while topic.switched_within(int(time.time() * 1000), reader.grace_s, self.settings.clock_skew_s):
+            seen = topic.switched_at_ms
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), reader.grace_s)
+                return
+            topic = await asyncio.to_thread(self.metadata.get, reader.name)
+            if topic.switched_at_ms == seen:  # no switch since: its grace has passed
+                break
+        while may_leave(topic, reader.idx):
+            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
+            idx = read_index(topic, reader.idx, drained)
+            if idx == reader.idx:
+                break
+            if reader is self.mq and not await self._mq_may_leave(topic, reader.idx):
+                self._mq_compatible(topic)  # logs why, and shows the shard held
+                break
+            reader.idx = idx
+
+    async def _mq_may_leave(self, topic: CompositeTopic, idx: int) -> bool:
+        count = self.sub.shard_count
+        if chain_keeps_shards(topic, count, idx, idx + 1):
+            return True
+        storage = topic.storage_topics[idx]
+        every = [TopicPartition(storage.name, p) for p in range(storage.partitions)]
+        return chain_keeps_shards(topic, count, idx + 1, topic.produce_pointer) and await self._drained(every)
+
+    async def _states_for_mq(self) -> None:
+        """The states were loaded for the groups this shard owns at the produce pointer; held at
+        the end of a storage topic whose groups map otherwise, it owns that topic's groups."""
+        topic = self._topic(self.mq)
+        if self._load_states is None or chain_keeps_shards(
+            topic, self.sub.shard_count, self.mq.idx, topic.produce_pointer
+        ):
+            return
+        self.states = self.delivery.states = await self._load_states(topic.storage_topics[self.mq.idx])
+        log.warning("%s: states loaded for the groups of MQ storage %d it reads", self.label, self.mq.idx)
+
+    def _mq_compatible(self, topic: CompositeTopic) -> bool:
+        """May the shard move from MQ T_i to T_{i+1}? Not when groups would change shards there."""
+        try:
+            check_shardable(topic, self.sub.shard_count, self.mq.idx, self.mq.idx + 1)
+        except InvalidSubscription as exc:
+            if self._mq_gate_logged != self.mq.idx:
+                self._mq_gate_logged = self.mq.idx
+                log.warning("%s: stays at the end of MQ storage %d: %s", self.label, self.mq.idx, exc)
+            self.stats.mq_held_at = self.mq.idx
+            return False
+        self.stats.mq_held_at = None
+        return True
+
+    async def _maybe_advance(self) -> None:
+        moved = False
+        if self._feed_all and await self._drained(self._feed_all):
+            log.info("%s: old RQ storage topics fed, consuming RQ storage %d", self.label, self.rq.idx)
+            self._feed_all, self._feed = [], set()
+            moved = True
+        for reader in (self.mq, self.rq):
+            topic = self._topic(reader)
+            if not may_leave(topic, reader.idx) or self._feed_all:
+                continue
+            if reader is self.mq and not self._mq_compatible(topic):
+                continue
+            if reader.switch_seen_at is None:
+                reader.switch_seen_at = time.monotonic()
+            if time.monotonic() - reader.switch_seen_at < reader.grace_s:
+                continue
+            if reader is self.rq and any(self._rq_buffers.values()):
+                continue
+            drained = {reader.idx: await self._drained_facts(reader.partitions(topic))}
+            idx = read_index(topic, reader.idx, drained)
+            if idx != reader.idx:
+                log.info(
+                    "%s: %s drained, reading storage topic %d",
+                    self.label,
+                    topic.storage_topics[reader.idx].name,
+                    idx,
+                )
+                reader.idx = idx
+                reader.switch_seen_at = None
+                moved = True
+        if moved:
+            await self._commit_positions()
+            await self._assign()
+        self.stats.mq_storage_idx, self.stats.rq_storage_idx = self.mq.idx, self.rq.idx
