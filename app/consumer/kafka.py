@@ -53,7 +53,10 @@ from app.kafka.consuming import group_member
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
+from app.ordered.lease import LaneLost, Lease
 from app.ordered.orphans import Copy, Queue
+from app.ordered.owner_log import KafkaOwnerLog
+from app.ordered.ownership import LaneOwnership
 from app.ordered.records import decode_internal, header_map
 from app.ordered.retries import take_due
 from app.ordered.rules import forgettable, settled
@@ -113,6 +116,17 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self._request_lanes = LaneSet()
         self._answering: set[asyncio.Task[None]] = set()
         self._key_route = ""
+        # Each owned partition's lease (`app.ordered.lease`): nothing of a partition is handled,
+        # written or committed once its lease no longer holds.
+        self._owner_log = KafkaOwnerLog(
+            broker_for(settings),
+            settings.owners_topic,
+            replication_factor=settings.replication_factor,
+            claim_point="consumer.owner.claim",
+            release_point="consumer.owner.release",
+        )
+        self._ownership = LaneOwnership(self._owner_log, self.member_id, settings.lease_s)
+        self._leases: dict[int, Lease] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -144,6 +158,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             self._spawn_worker()
         self._producer = AsyncProducer(s.bootstrap, name=s.name)
         self._states = KafkaStateLog(s, self._producer)
+        self._states.guard = self._check_lane
         self._engine = LibraryEngine(
             s, self._handler, self._states, KafkaQueues(s, self._producer, self._states)
         )
@@ -169,6 +184,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             on_lost=self._on_lost,
         )
         helpers: list[asyncio.Future[Any]] = [
+            asyncio.create_task(self._ownership.run()),
             asyncio.create_task(self._retry_loop()),
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._dlq_mark_loop()),
@@ -195,6 +211,8 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             await asyncio.wait([requests], timeout=5)
             await self._leave()
             await self._producer.close()
+            self._ownership.close()
+            await asyncio.to_thread(self._owner_log.close)
             if self._store is not None:
                 await asyncio.to_thread(self._store.close)
 
@@ -319,6 +337,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             # through the revoke callback first, and the next owner would redo what finished).
             owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
             self._commit(consumer, self._in_loop(self._revoke(owned)))
+            self._in_loop(self._release(owned))
         finally:
             consumer.close()
 
@@ -416,7 +435,9 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
         log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
-        self._commit(consumer, self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions])))
+        revoked = [(tp.topic, tp.partition) for tp in partitions]
+        self._commit(consumer, self._in_loop(self._revoke(revoked)))
+        self._in_loop(self._release(revoked))
         self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
 
     def _commit(self, consumer: Consumer, offsets: dict[TP, Commit]) -> None:
@@ -450,6 +471,16 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
         self, mains: list[int], retry_from: dict[int, int], resumed: dict[TP, frozenset[int]]
     ) -> None:
         self._resumed.update(resumed)
+        claims = await asyncio.gather(
+            *(self._ownership.acquire(self._lane(p)) for p in mains), return_exceptions=True
+        )
+        for p, claim in zip(mains, claims, strict=True):
+            if isinstance(claim, Lease):
+                self._leases[p] = claim
+            elif isinstance(claim, Exception):  # a later claim came first: not this copy's
+                log.warning("%s: partition %d not taken: %s", self.member_id, p, claim)
+            else:
+                raise claim
         await asyncio.to_thread(self._states.load, mains)
         dlq_from = {p: self._states.dlq_from.get(p, 0) for p in mains}
         copies, dlq_ends = await asyncio.to_thread(self._copies, mains, retry_from, dlq_from)
@@ -525,7 +556,39 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             self._retry_paused.discard(p)
         await self._write_dlq_marks()  # the next owner's adoption read starts there
         self._states.forget(mains)
-        return offsets
+        return {tp: o for tp, o in offsets.items() if self._may_act(tp[1])}
+
+    async def _release(self, tps: list[TP]) -> None:
+        """Hand back the leases of these lane partitions, once their last commit is in."""
+        for p in sorted({p for t, p in tps if t == self._lane_topic}):
+            lease = self._leases.pop(p, None)
+            if lease is not None:
+                try:
+                    await self._ownership.release(lease)
+                except HubstreamError as exc:  # the next owner then waits one lease
+                    log.info("%s: release of partition %d not written: %s", self.member_id, p, exc)
+
+    def _lane(self, partition: int) -> str:
+        return f"{self.settings.name}/p{partition}"
+
+    def _check_lane(self, partition: int) -> None:
+        if not self._may_act(partition):
+            raise LaneLost(f"{self._lane(partition)}: this copy's lease no longer holds")
+
+    def _may_act(self, partition: int) -> bool:
+        """Does this copy's lease of `partition` cover an act now? Once it does not, the partition
+        is dropped as if revoked: what was read of it is redone by its next owner."""
+        lease = self._leases.get(partition)
+        if lease is not None and lease.may_act(time.monotonic()):
+            return True
+        if partition in self._owned:
+            self._owned.discard(partition)
+            log.warning(
+                "%s: lease of partition %d lost; its records are left to the next owner",
+                self.member_id,
+                partition,
+            )
+        return False
 
     # -- event loop: records ---------------------------------------------------------------------
     def _admit_batch(self, msgs: list[KafkaMessage]) -> None:
@@ -572,8 +635,8 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
                     log.warning("%s: %s", self.member_id, msg.error())
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            if partition not in owned:
-                continue  # read before its partition was revoked
+            if partition not in owned or not self._may_act(partition):
+                continue  # read before its partition was revoked (or its lease ran out)
             # A fetch hands over runs of one partition: its tracker and storage index are looked
             # up once per run (and again after this worker waited: a rebalance may have run).
             if at is None or at[1] != partition or at[0] != topic:
@@ -754,7 +817,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             while next_item is not None:
                 item = next_item
                 self._workers[me] = item  # what a question about the key is told runs now
-                if lane[0] not in self._owned:
+                if lane[0] not in self._owned or not self._may_act(lane[0]):
                     self._buffered -= 1 + self._lanes.drop({lane})
                     break
                 head = item[0]
@@ -888,7 +951,7 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
             rq_from = (0, retry[0]) if retry is not None else None
             for key in self._states.to_check(p):
                 state = self._states.get(p, key)  # now: an earlier drop awaited its tombstone
-                if p not in self._owned or (p, key) in busy:
+                if p not in self._owned or (p, key) in busy or not self._may_act(p):
                     continue
                 if state is None or not settled(state):
                     self._states.checked(p, key)  # until its next write
@@ -904,7 +967,8 @@ class KeyedConsumer(Heartbeats, KeyQuestions):
     async def _to_commit(self) -> dict[TP, Commit]:
         out = {}
         for tp, tracker in self._trackers.items():
-            commit = _commit_of(tracker, self._committed.get(tp)) if tp[1] in self._owned else None
+            owned = tp[1] in self._owned and self._may_act(tp[1])
+            commit = _commit_of(tracker, self._committed.get(tp)) if owned else None
             if commit is not None:
                 out[tp] = commit
         return out

@@ -144,6 +144,10 @@ class ConsumerSettings:
     heartbeat_s: float = 2.0
     session_timeout_s: float = 6.0
     revoke_timeout_s: float = 5.0  # handlers of revoked partitions still running then are abandoned
+    # A copy's lease of each partition it owns (app.ordered.lease): a copy paused past it hands
+    # nothing more to its handler for those partitions; taking over from a copy that did not
+    # release them (kill -9) waits this long.
+    lease_s: float = 6.0
     composite_topic: str | None = None  # the source, instead of `topic`
     metadata_topic: str = DEFAULT_METADATA_TOPIC  # where composite topics are defined
     replication_factor: int = 1  # of the topics the consumer creates (its own, the metadata topic)
@@ -179,6 +183,8 @@ class ConsumerSettings:
             raise InvalidInput("concurrency and buffered must be at least 1")
         if self.global_in_flight is not None and self.global_in_flight < 1:
             raise InvalidInput("global_in_flight must be at least 1")
+        if not self.lease_s >= 1.0:  # NaN too
+            raise InvalidInput("lease_s must be at least 1 second")
         if min(self.commit_interval_s, self.heartbeat_s, self.session_timeout_s, self.revoke_timeout_s) <= 0:
             raise InvalidInput("intervals and timeouts must be positive")
 
@@ -193,6 +199,11 @@ class ConsumerSettings:
         if self.composite_topic is None:
             return self.topic
         return storage_topic_name(self.composite_topic, storage_idx)
+
+    @property
+    def owners_topic(self) -> str:
+        """The owner log of this consumer's partitions (`app.ordered.owner_log`)."""
+        return f"{self.name}-owners"
 
     @property
     def retry_topic(self) -> str:

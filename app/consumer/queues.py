@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import orjson
 
@@ -36,6 +36,8 @@ class KafkaStateLog:
         self._to_check: dict[int, set[str]] = {}
         self.dlq_from: dict[int, int] = {}  # the DLQ mark in `<name>-state`, as loaded or written
         self.dlq_marks: dict[int, DlqMark] = {}  # the owned DLQ partitions' marks, as they move
+        # Raises when this copy may no longer write for a partition (its lease: `KeyedConsumer`).
+        self.guard: Callable[[int], None] = _any_partition
 
     def load(self, partitions: list[int]) -> None:
         """Read the partitions' newest states and DLQ marks (blocking: run it in a thread)."""
@@ -83,12 +85,14 @@ class KafkaStateLog:
         key that starts meanwhile runs as for a key that never failed (which decides the same),
         then a tombstone in `<name>-state`. Without the tombstone (a crash, a failed write) the
         next owner loads the state, which decides the same as none."""
+        self.guard(partition)
         crash_point("consumer.state.forget")
         self._states.get(partition, {}).pop(key, None)
         self.checked(partition, key)
         await self.producer.send(self.settings.state_topic, partition, key.encode(), None)
 
     async def put(self, partition: int, key: str, state: GroupState) -> None:
+        self.guard(partition)
         crash_point("consumer.state.write")
         value = orjson.dumps({"s": state.to_json(), "at_ms": int(time.time() * 1000)})
         await self.producer.send(self.settings.state_topic, partition, key.encode(), value)
@@ -110,6 +114,7 @@ class KafkaStateLog:
         )
 
     async def _write_mark(self, partition: int, at: int) -> None:
+        self.guard(partition)
         crash_point("consumer.dlq.mark")
         value = orjson.dumps({"dlq_from": at, "at_ms": int(time.time() * 1000)})
         await self.producer.send(self.settings.state_topic, partition, DLQ_MARK_KEY, value)
@@ -124,6 +129,7 @@ class KafkaQueues:
         self.states = states
 
     async def to_retry(self, work: Work, headers: Headers) -> Position:
+        self.states.guard(work.partition)
         try:
             delivered = await self.producer.send(
                 self.settings.retry_topic, work.partition, work.record.key, work.record.value, headers
@@ -136,6 +142,7 @@ class KafkaQueues:
         return (0, delivered.offset)
 
     async def to_dlq(self, work: Work, headers: Headers) -> Position:
+        self.states.guard(work.partition)
         mark = self.states.dlq_marks.get(work.partition)
         if mark is not None:
             mark.sending()
@@ -153,3 +160,7 @@ class KafkaQueues:
             mark.confirmed(delivered.offset, needs_state=not work.undecodable)
         crash_point("consumer.dlq.confirmed")
         return (0, delivered.offset)
+
+
+def _any_partition(_partition: int) -> None:
+    """No lease to check (a state log used outside a running copy)."""

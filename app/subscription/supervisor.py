@@ -22,7 +22,7 @@ from app.ordered.ownership import LaneOwnership
 from app.settings import Settings
 from app.subscription.endpoints import open_batch_sink, open_endpoint
 from app.subscription.model import Status, Subscription
-from app.subscription.owners import KafkaOwnerLog
+from app.subscription.owners import owner_log_of
 from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
 from app.subscription.runner import ShardRunner, ShardStates
 from app.subscription.shards import shard_of_group, slot_of
@@ -58,7 +58,7 @@ class Supervisor:
         self._owns: dict[ShardKey, Callable[[str], bool]] = {}
         self._marked_at: dict[ShardKey, float] = {}
         self._lock = asyncio.Lock()
-        self._owner_log = KafkaOwnerLog.of(settings, broker_for(settings))
+        self._owner_log = owner_log_of(settings, broker_for(settings))
         self.ownership = LaneOwnership(self._owner_log, owner, settings.subscription_lease_s)
         self._confirming: asyncio.Task[None] | None = None
         self._lost_at: dict[ShardKey, float] = {}  # shards whose lane another owner took

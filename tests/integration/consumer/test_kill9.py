@@ -74,6 +74,7 @@ POINTS = [
     "consumer.offsets.commit:2",
     "consumer.dlq.mark:1",
     "consumer.state.forget:2",
+    "consumer.owner.claim:2",
 ]
 
 

@@ -22,11 +22,12 @@ from app.composite.store import MetadataStore
 from app.crashpoints import InjectedFault, armed
 from app.kafka.broker import broker_for
 from app.ordered.lease import LaneLost
+from app.ordered.owner_log import KafkaOwnerLog
 from app.ordered.ownership import LaneOwnership
 from app.settings import Settings
 from app.subscription.memory import MemoryStates
 from app.subscription.model import Subscription
-from app.subscription.owners import KafkaOwnerLog
+from app.subscription.owners import shard_owner_log
 from app.subscription.records import SubscriptionMessage
 from app.subscription.runner import ShardRunner
 from tests.integration.subscription.inprocess import (
@@ -46,7 +47,7 @@ LEASE_S = 2.0
 @pytest.fixture
 def owner_logs(stack: Settings, unique: str) -> Iterator[list[KafkaOwnerLog]]:
     logs = [
-        KafkaOwnerLog(
+        shard_owner_log(
             broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
         )
         for _ in range(2)

@@ -33,6 +33,7 @@ from app.consumer.engine import LibraryEngine
 from app.ordered.engine import Outcome
 from app.ordered.memory import MemoryQueues, MemoryStateLog
 from app.ordered.work import Work
+from tests.support.leases import held_leases
 
 TOPIC = "orders"
 OK, RETRY, FATAL = "ok", "retry", "fatal"
@@ -139,6 +140,7 @@ async def drive(
     consumer._shares = None
     consumer._engine = engine
     consumer._owned.update(range(partitions))
+    consumer._leases.update(held_leases(range(partitions)))
     for _ in range(concurrency):
         consumer._spawn_worker()
     retry_loop = asyncio.create_task(consumer._retry_loop())

@@ -38,6 +38,7 @@ from app.kafka.broker import broker_of
 from app.kafka.producing import Delivered
 from app.ordered.memory import MemoryQueues, MemoryStateLog
 from app.ordered.rules import GroupState
+from tests.support.leases import held_leases
 from tests.support.waiting import async_wait_until
 
 STATE = GroupState(retry_head=(0, 7)).to_json()
@@ -140,6 +141,7 @@ async def test_the_owner_answers_from_its_lanes_handler_calls_retry_copies_and_s
     consumer._producer = replies  # type: ignore[assignment]
     consumer._engine = LibraryEngine(config, consumer._handler, states, queues)
     consumer._owned.update({0, 1})
+    consumer._leases.update(held_leases({0, 1}))
     for _ in range(config.concurrency):
         consumer._spawn_worker()
     retry_loop = asyncio.create_task(consumer._retry_loop())

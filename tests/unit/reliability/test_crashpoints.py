@@ -14,8 +14,9 @@ from app.crashpoints import InjectedFault, armed, crash_point, parse_spec
 from app.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
-# crash_point("name"), or a point named by the caller of a shared writer: point="name"
-CALL = re.compile(r"""(?:crash_point\(\s*|\bpoint\s*=\s*)["']([a-z0-9_.]+)["']""")
+# crash_point("name"), or a point named by the caller of a shared writer: point="name" (or
+# claim_point="name" where one writer has several)
+CALL = re.compile(r"""(?:crash_point\(\s*|\b(?:[a-z]+_)?point\s*=\s*)["']([a-z0-9_.]+)["']""")
 DOC_ROW = re.compile(r"^\|\s*`([a-z0-9_.]+)`\s*\|", re.M)
 
 
