@@ -129,17 +129,23 @@ async def bench_plain_faust(settings: Settings, topic: str, total: int) -> float
     return clock.rate
 
 
-def bench_raw(settings: Settings, storage: str, partitions: int, total: int) -> float:
-    """A raw confluent-kafka poll loop over the storage topic: no processing, commit at the end."""
+def _from_the_beginning(settings: Settings, storage: str, partitions: int, group: str) -> Consumer:
+    """A confluent-kafka consumer in a group of its own, assigned every partition from offset 0."""
     consumer = Consumer(
         {
             "bootstrap.servers": settings.bootstrap,
-            "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+            "group.id": f"{group}-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
         }
     )
     consumer.assign([TopicPartition(storage, p, OFFSET_BEGINNING) for p in range(partitions)])
+    return consumer
+
+
+def bench_raw(settings: Settings, storage: str, partitions: int, total: int) -> float:
+    """A raw confluent-kafka poll loop over the storage topic: no processing, commit at the end."""
+    consumer = _from_the_beginning(settings, storage, partitions, "bench-raw")
     clock = Clock(total)
     deadline = time.monotonic() + 300
     while not clock.done.is_set():
@@ -158,15 +164,7 @@ def bench_minimal(settings: Settings, storage: str, partitions: int, total: int)
     """The least work a per-message Python delivery does: the raw poll loop, plus, for each record,
     the message an endpoint gets (`SubscriptionMessage`) handed to an awaited no-op callable. No
     group state, no order, no commits."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.bootstrap,
-            "group.id": f"bench-minimal-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(storage, p, OFFSET_BEGINNING) for p in range(partitions)])
+    consumer = _from_the_beginning(settings, storage, partitions, "bench-minimal")
     clock = Clock(total)
 
     async def sink(_m: SubscriptionMessage) -> None:

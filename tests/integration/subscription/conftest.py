@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
 from app.ordered.policy import OnDlq, RetryPolicy
@@ -195,3 +197,23 @@ def dead_letter_seqs(metadata: MetadataStore, registry: SubscriptionRegistry, na
     """The sequence numbers of the subscription's DLQ records ("group:seq" payloads), sorted."""
     records = ops.read_dlq(metadata, registry.get(name), None, 1000)
     return sorted(int((r.value() or b"").decode().split(":")[1]) for r in records)
+
+
+def produce_groups(
+    stack: Settings, topic: str, seqs: range, groups: int, produced: dict[str, list[int]] | None = None
+) -> None:
+    """Messages "g<seq % groups>:<seq>" to composite topic `topic`, keyed by their group; each
+    seq noted in `produced` under its group, when given."""
+    with CompositeProducer(stack, topic, store=MetadataStore.of(stack)) as producer:
+        for seq in seqs:
+            g = f"g{seq % groups}"
+            producer.produce(g, f"{g}:{seq}")
+            if produced is not None:
+                produced[g].append(seq)
+
+
+async def shards_running(web_port: int, subscription: str) -> set[int]:
+    """The shards of `subscription` the worker on `web_port` runs now (its /subscriptions/shards)."""
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        answer = (await http.get(f"http://127.0.0.1:{web_port}/subscriptions/shards")).json()
+    return {s["shard"] for s in answer["shards"] if s["subscription"] == subscription and s["running"]}

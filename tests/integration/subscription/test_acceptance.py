@@ -12,7 +12,6 @@ import time
 
 import httpx
 
-from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
@@ -20,7 +19,7 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.integration.subscription.conftest import Endpoint, Workers, produce_groups, shards_running
 from tests.support.waiting import async_wait_until
 
 MESSAGES = 20_000
@@ -30,25 +29,7 @@ GROUPS = 500
 async def _produce(
     stack: Settings, metadata: MetadataStore, topic: str, seqs: range, produced: dict[str, list[int]]
 ) -> None:
-    def run() -> None:
-        with CompositeProducer(
-            stack,
-            topic,
-            store=MetadataStore.of(stack),
-        ) as producer:
-            for seq in seqs:
-                g = f"g{seq % GROUPS}"
-                producer.produce(g, f"{g}:{seq}")
-                produced[g].append(seq)
-
-    await asyncio.to_thread(run)
-
-
-async def _shards_running(web_port: int, subscription: str) -> set[int]:
-    """The shards of `subscription` the worker on `web_port` runs now (its /subscriptions/shards)."""
-    async with httpx.AsyncClient(timeout=2.0) as http:
-        answer = (await http.get(f"http://127.0.0.1:{web_port}/subscriptions/shards")).json()
-    return {s["shard"] for s in answer["shards"] if s["subscription"] == subscription and s["running"]}
+    await asyncio.to_thread(produce_groups, stack, topic, seqs, GROUPS, produced)
 
 
 async def test_acceptance_failover_switch_and_reshard(
@@ -100,7 +81,7 @@ async def test_acceptance_failover_switch_and_reshard(
 
     # The killed worker stays down until the survivor runs every shard (its group session ended).
     async def survivor_runs_all() -> bool:
-        return await _shards_running(base, sub.name) == {0, 1, 2, 3}
+        return await shards_running(base, sub.name) == {0, 1, 2, 3}
 
     await async_wait_until(
         survivor_runs_all,

@@ -14,7 +14,6 @@ import signal
 
 import httpx
 
-from app.composite.producer import CompositeProducer
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
@@ -22,7 +21,7 @@ from app.settings import Settings
 from app.subscription import ops
 from app.subscription.model import EndpointSpec
 from app.subscription.registry import SubscriptionRegistry
-from tests.integration.subscription.conftest import Endpoint, Workers
+from tests.integration.subscription.conftest import Endpoint, Workers, produce_groups, shards_running
 from tests.support.waiting import async_wait_until
 from tests.unit.modelcheck.endpoint_order import Seen
 
@@ -33,19 +32,7 @@ LEASE_S = "3"
 
 
 async def _produce(stack: Settings, topic: str, seqs: range) -> None:
-    def run() -> None:
-        with CompositeProducer(stack, topic, store=MetadataStore.of(stack)) as producer:
-            for seq in seqs:
-                g = f"g{seq % GROUPS}"
-                producer.produce(g, f"{g}:{seq}")
-
-    await asyncio.to_thread(run)
-
-
-async def _running(web_port: int, subscription: str) -> set[int]:
-    async with httpx.AsyncClient(timeout=2.0) as http:
-        answer = (await http.get(f"http://127.0.0.1:{web_port}/subscriptions/shards")).json()
-    return {s["shard"] for s in answer["shards"] if s["subscription"] == subscription and s["running"]}
+    await asyncio.to_thread(produce_groups, stack, topic, seqs, GROUPS)
 
 
 async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale(
@@ -74,11 +61,11 @@ async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale
         workers.start(port, SUBSCRIPTION_LEASE_S=LEASE_S)
 
     async def runs_both(port: int) -> bool:
-        return await _running(port, sub.name) == {0, 1}
+        return await shards_running(port, sub.name) == {0, 1}
 
     async def some_worker_runs_shards() -> int:
         """The port of a worker running a shard (both running 0 and 1 between them)."""
-        running = {port: await _running(port, sub.name) for port in ports}
+        running = {port: await shards_running(port, sub.name) for port in ports}
         if set().union(*running.values()) != {0, 1}:
             return 0
         return next(port for port in ports if running[port])

@@ -44,6 +44,15 @@ async def _yield(_s: float) -> None:
     await asyncio.sleep(0)  # the test moves the clock; waiting only lets it run
 
 
+async def _waiting(b: LaneOwnership) -> None:
+    """Until `b` wrote its claim of s/0 and started its takeover wait (threads may start slowly)."""
+    for _ in range(5000):
+        await asyncio.sleep(0.001)
+        if "s/0" in b.leases:
+            return
+    raise AssertionError("b never started its takeover wait")
+
+
 def _run(coro: object) -> object:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
@@ -73,10 +82,7 @@ def test_a_takeover_from_a_silent_owner_waits_one_lease_and_the_old_lease_ends()
     async def scenario() -> None:
         lease_a = await a.acquire("s/0")
         claimed = asyncio.create_task(b.acquire("s/0"))
-        for _ in range(5000):  # b writes its claim and starts its wait (threads may start slowly)
-            await asyncio.sleep(0.001)
-            if "s/0" in b.leases:
-                break
+        await _waiting(b)
         assert len(shared.records) == 2 and not claimed.done()
         # a is paused: its last read (at 100) still covers it until 110, so it may act at 109...
         clock.now = 109.0
@@ -119,10 +125,7 @@ def test_the_old_owners_release_during_the_wait_ends_it() -> None:
     async def scenario() -> None:
         lease_a = await a.acquire("s/0")
         claimed = asyncio.create_task(b.acquire("s/0"))
-        for _ in range(5000):
-            await asyncio.sleep(0.001)
-            if "s/0" in b.leases:
-                break
+        await _waiting(b)
         shared.release("s/0", lease_a.epoch)  # a finished stopping and let go
         lease_b = await asyncio.wait_for(claimed, 5.0)  # the clock never moved: no wait
         assert lease_b.may_act(clock.now)
