@@ -1,6 +1,7 @@
-"""What the parts of a running copy (`KeyedConsumer`, app.consumer.kafka; its heartbeats,
-app.consumer.heartbeats; its answers about keys, app.consumer.key_questions) share: the names of
-its records and lanes, and the one hand-off from its threads to its event loop."""
+"""What the parts of a running copy (`KeyedConsumer`, app.consumer.kafka, and the classes it
+inherits: its poll thread, owned partitions, intake, lane workers, periodic work, composite
+following, heartbeats and answers about keys) share: the names of its records and lanes, and the
+one hand-off from its threads to its event loop."""
 
 from __future__ import annotations
 

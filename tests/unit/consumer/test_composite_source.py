@@ -10,7 +10,7 @@ import pytest
 
 from app.composite.advance import Drained
 from app.composite.model import CompositeTopic
-from app.consumer import kafka as adapter
+from app.consumer import following
 from app.consumer.engine import LibraryEngine, Record
 from app.consumer.kafka import KeyedConsumer
 from app.consumer.model import ConsumerSettings, Message, RetryPolicy
@@ -151,7 +151,7 @@ async def test_a_copy_moves_on_when_the_group_drained_the_storage_topic(
         asked.append(idx)
         return {idx: {p: drained.get(idx, False) for p in range(4)}}
 
-    monkeypatch.setattr(adapter, "drained_facts", facts)
+    monkeypatch.setattr(following, "drained_facts", facts)
 
     async def handle(message: Message) -> None:
         return None
@@ -177,7 +177,7 @@ async def test_a_copy_moves_on_when_the_group_drained_the_storage_topic(
 
 
 async def test_the_grace_period_runs_from_when_the_switch_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapter, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
+    monkeypatch.setattr(following, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
 
     async def handle(message: Message) -> None:
         return None
@@ -205,7 +205,7 @@ async def test_a_start_allows_for_a_switcher_clock_behind_its_own(
     a start that took the recorded time at its word would leave orders.0 at once, while producers
     holding the old pointer may still write it. Allowed 30 s of clock skew, it stays and waits the
     grace on its own clock (`_follow_source`)."""
-    monkeypatch.setattr(adapter, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
+    monkeypatch.setattr(following, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
 
     async def handle(message: Message) -> None:
         return None
