@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -47,6 +46,7 @@ from app.batch.errors import PartitionNotReady
 from app.batch.estimated import check_count
 from app.batch.exact import Removal
 from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
+from app.batch.request_params import IDEMPOTENCY_HEADER, _batch_id, _request_id, _since_ms
 from app.batch.service import BatchService
 from app.errors import InvalidInput
 from app.web.models import ApiModel, Error, to_wire
@@ -63,48 +63,8 @@ from app.web.responses import (
 __all__ = ["BatchApi", "register_views"]
 
 ROUTED_HEADER = "X-Hubstream-Batch-Routed"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-MAX_IDEMPOTENCY_KEY_CHARS = 128
 EXACT = "/api/v1/batch/exact"
 ESTIMATED = "/api/v1/batch/estimated"
-MAX_BATCH_ID_DIGITS = 20  # an unsigned 64-bit integer
-
-
-def _batch_id(raw: object) -> int:
-    text = str(raw)
-    if (
-        isinstance(raw, bool)
-        or not isinstance(raw, int | str)
-        or not (text.isascii() and text.isdigit() and len(text) <= MAX_BATCH_ID_DIGITS)
-    ):
-        raise InvalidInput(
-            f"batchId must be a non-negative integer of at most {MAX_BATCH_ID_DIGITS} digits, got {raw!r:.80}"
-        )
-    return int(text)
-
-
-def _request_id(request: web.Request) -> str | None:
-    """The caller's Idempotency-Key: a retry carrying it is answered as the first call was."""
-    key = request.headers.get(IDEMPOTENCY_HEADER)
-    if key is None:
-        return None
-    if not (0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS and key.isascii() and key.isprintable()):
-        raise InvalidInput(
-            f"{IDEMPOTENCY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters"
-        )
-    return key
-
-
-def _since_ms(request: web.Request) -> int:
-    check_query(request, "since")
-    raw = request.query.get("since")
-    if not raw:
-        raise InvalidInput("query parameter since=<ISO 8601 time> is required")
-    try:
-        when = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "+"))
-    except ValueError as exc:
-        raise InvalidInput(f"since={raw!r} is not an ISO 8601 time") from exc
-    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 def _item_ids(acks: Iterable[GroupAcks]) -> list[str]:

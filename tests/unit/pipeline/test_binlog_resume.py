@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.pipeline.binlog import BinlogPosition, RowChange, json_row, resume_plan, row_entries
+from app.pipeline.binlog_rows import BinlogPosition, RowChange, json_row, resume_plan, row_entries
 from app.pipeline.log_records import encode_records
 from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState

@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
 
-from app.batch.views import _batch_id
+from app.batch.request_params import _batch_id
 from app.errors import InvalidInput
 from app.hub.web import actor_from_request
 from app.settings import Settings

@@ -1,0 +1,55 @@
+"""What the parts of a running pipeline (`PipelineRuntime`, app.pipeline.engine, and the classes
+it inherits: the source's appends, the writers' runs and the operator's controls) share: a
+writer's slot, the runtime's flags, and how a failure is described in its status and logs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from app.pipeline.bulk import DeadLettering
+from app.pipeline.chain import Branch
+from app.pipeline.offsets import WriterState
+from app.pipeline.ports import Sink
+
+__all__ = ["WriterSlot", "describe"]
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+@dataclass
+class WriterSlot:
+    name: str
+    branch: Branch
+    sink: Sink
+    state: WriterState
+    task: asyncio.Task[None] | None = None
+    stopped_at: float | None = None
+    received: int = 0
+    dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
+    paused: bool = False  # by the operator: not restarted until resumed
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    @property
+    def phase(self) -> str:
+        """running, paused, failed (a failed range waits for replay) or stopped."""
+        if self.running:
+            return "running"
+        if self.paused:
+            return "paused"
+        return "failed" if self.state.failed is not None else "stopped"
+
+
+@dataclass
+class _Flags:
+    stopping: bool = False
+    dirty: bool = False
+    source_done: bool = False
+    source_error: str | None = None
+    source_refused: int = 0  # entries left out of the commit log: larger than a record may be
+    events: list[str] = field(default_factory=list)
