@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from app.composite.model import CompositeTopic
 from app.kafka.admin import committed_offsets
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 class ShardAdoption(ShardChain):
     """The adoption part of `ShardRunner`."""
 
-    def check_lease(self) -> None: ...
+    if TYPE_CHECKING:  # defined by ShardRunner; a stub here must not stand in for them at runtime
+
+        def check_lease(self) -> None: ...
 
     async def _adopt_orphans(self) -> None:
         """Record the RQ/DLQ copies written before a crash whose state write never landed

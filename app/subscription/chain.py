@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -81,8 +82,10 @@ class ShardChain:
     def label(self) -> str:
         return f"{self.sub.name}/shard-{self.shard_id}"
 
-    async def _commit_positions(self) -> None: ...
-    async def _assign(self) -> None: ...
+    if TYPE_CHECKING:  # defined by ShardRunner; a stub here must not stand in for them at runtime
+
+        async def _commit_positions(self) -> None: ...
+        async def _assign(self) -> None: ...
 
     # -- storage topic order --------------------------------------------------------------------
     def _topic(self, reader: ChainReader) -> CompositeTopic:

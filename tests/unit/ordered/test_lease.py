@@ -53,15 +53,21 @@ async def _waiting(b: LaneOwnership) -> None:
     raise AssertionError("b never started its takeover wait")
 
 
+def _two_owners() -> tuple[MemoryOwnerLog, Clock, LaneOwnership, LaneOwnership]:
+    """One owner log, one clock the test moves, and two processes' ownerships of lanes in it."""
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
+    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+    return shared, clock, a, b
+
+
 def _run(coro: object) -> object:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
 def test_a_fresh_lane_is_owned_at_once_and_a_clean_handover_costs_no_wait() -> None:
-    shared = MemoryOwnerLog()
-    clock = Clock()
-    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
-    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+    _shared, clock, a, b = _two_owners()
 
     async def scenario() -> None:
         lease_a = await a.acquire("s/0")
@@ -74,10 +80,7 @@ def test_a_fresh_lane_is_owned_at_once_and_a_clean_handover_costs_no_wait() -> N
 
 
 def test_a_takeover_from_a_silent_owner_waits_one_lease_and_the_old_lease_ends() -> None:
-    shared = MemoryOwnerLog()
-    clock = Clock()
-    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
-    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+    shared, clock, a, b = _two_owners()
 
     async def scenario() -> None:
         lease_a = await a.acquire("s/0")
@@ -117,10 +120,7 @@ def test_an_old_owner_that_reads_the_new_claim_stops_even_within_its_lease() -> 
 
 
 def test_the_old_owners_release_during_the_wait_ends_it() -> None:
-    shared = MemoryOwnerLog()
-    clock = Clock()
-    a = LaneOwnership(shared, "a", 10.0, clock, _yield)
-    b = LaneOwnership(shared.reader(), "b", 10.0, clock, _yield)
+    shared, clock, a, b = _two_owners()
 
     async def scenario() -> None:
         lease_a = await a.acquire("s/0")
