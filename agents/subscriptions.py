@@ -37,12 +37,13 @@ def register(worker: WorkerContext) -> None:
     )
     table = GroupStateTable(app, settings)
 
-    def owned_slots() -> set[int]:
+    def slots_in(tps: Any) -> set[int]:
+        return {tp.partition for tp in tps or () if tp.topic == slots_topic.get_topic_name()}
+
+    def owned_slots() -> set[int] | None:
         if app.rebalancing or not cast(Any, app.tables).recovery.completed.is_set():
-            return set()
-        return {
-            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == slots_topic.get_topic_name()
-        }
+            return None
+        return slots_in(app.assignor.assigned_actives())
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     supervisor = worker.subscriptions = Supervisor(settings, table, owned_slots, owner=owner)
@@ -56,11 +57,12 @@ def register(worker: WorkerContext) -> None:
     async def reconcile() -> None:
         await supervisor.reconcile()
 
-    async def on_revoked(sender: Any, revoked: Any = None, **kwargs: Any) -> None:
-        lost = {tp.partition for tp in revoked or () if tp.topic == slots_topic.get_topic_name()}
-        await supervisor.stop_slots(lost)
+    # Faust revokes every partition at each rebalance (the eager protocol): shards stop only
+    # once the new assignment shows their slot went elsewhere.
+    async def on_assigned(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
+        await supervisor.keep_slots(slots_in(assigned))
 
-    app.on_partitions_revoked.connect(cast(Any, on_revoked))
+    app.on_partitions_assigned.connect(cast(Any, on_assigned))
 
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
         await supervisor.stop_all()

@@ -20,7 +20,7 @@ endpoint can refuse a lower one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from app.errors import HubstreamError
@@ -44,6 +44,7 @@ class OwnerRecord:
     owner: str = ""
     nonce: str = ""
     epoch: int = -1
+    lease_s: float = 0.0  # a claim's: the lease its owner holds (0: not said, an older record)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class LaneClaim:
     owner: str
     nonce: str
     released: bool = False
+    lease_s: float = 0.0
 
 
 @dataclass
@@ -66,13 +68,15 @@ class OwnerView:
         known = self.claims.get(record.lane)
         if record.kind == "claim":
             self.previous[record.lane] = known
-            self.claims[record.lane] = LaneClaim(record.offset, record.owner, record.nonce)
+            self.claims[record.lane] = LaneClaim(
+                record.offset, record.owner, record.nonce, lease_s=record.lease_s
+            )
             return
         if known is not None and known.epoch == record.epoch:  # a release of an older claim: void
-            self.claims[record.lane] = LaneClaim(known.epoch, known.owner, known.nonce, released=True)
+            self.claims[record.lane] = replace(known, released=True)
         before = self.previous.get(record.lane)
         if before is not None and before.epoch == record.epoch:
-            self.previous[record.lane] = LaneClaim(before.epoch, before.owner, before.nonce, released=True)
+            self.previous[record.lane] = replace(before, released=True)
 
     def claim_of(self, lane: str, nonce: str) -> LaneClaim | None:
         """The lane's latest claim when it is the one written with `nonce`."""
@@ -82,10 +86,11 @@ class OwnerView:
 
 def takeover_at(previous: LaneClaim | None, confirmed_at: float, duration_s: float) -> float:
     """When a new owner may start acting, on its monotonic clock: at once after a released (or
-    no) previous claim, else one lease duration after the log confirmed its own claim."""
+    no) previous claim, else one lease after the log confirmed its own claim: the longer of its
+    own duration and the one the previous claim declared (owners need not share a setting)."""
     if previous is None or previous.released:
         return confirmed_at
-    return confirmed_at + duration_s
+    return confirmed_at + max(duration_s, previous.lease_s)
 
 
 @dataclass

@@ -61,8 +61,10 @@ class MemoryOwnerLog:
         """Another process's handle on the same log."""
         return MemoryOwnerLog(self.records)
 
-    def claim(self, lane: str, owner: str, nonce: str) -> None:
-        self.records.append(OwnerRecord("claim", lane, len(self.records), owner=owner, nonce=nonce))
+    def claim(self, lane: str, owner: str, nonce: str, lease_s: float = 0.0) -> None:
+        self.records.append(
+            OwnerRecord("claim", lane, len(self.records), owner=owner, nonce=nonce, lease_s=lease_s)
+        )
 
     def release(self, lane: str, epoch: int) -> None:
         self.records.append(OwnerRecord("release", lane, len(self.records), epoch=epoch))

@@ -33,8 +33,8 @@ class KafkaOwnerLog:
             replication_factor=replication_factor,
         )
 
-    def claim(self, lane: str, owner: str, nonce: str) -> None:
-        value = orjson.dumps({"owner": owner, "nonce": nonce})
+    def claim(self, lane: str, owner: str, nonce: str, lease_s: float) -> None:
+        value = orjson.dumps({"owner": owner, "nonce": nonce, "lease_s": lease_s})
         self._log.write(f"{lane}{SEP}claim", value, point=self._claim_point)
 
     def release(self, lane: str, epoch: int) -> None:
@@ -53,7 +53,12 @@ class KafkaOwnerLog:
                 if kind == "claim":
                     out.append(
                         OwnerRecord(
-                            "claim", lane, offset, owner=str(fields["owner"]), nonce=str(fields["nonce"])
+                            "claim",
+                            lane,
+                            offset,
+                            owner=str(fields["owner"]),
+                            nonce=str(fields["nonce"]),
+                            lease_s=_duration(fields.get("lease_s", 0.0)),
                         )
                     )
                 else:
@@ -67,3 +72,10 @@ class KafkaOwnerLog:
 
     def close(self) -> None:
         self._log.close()
+
+
+def _duration(value: object) -> float:
+    """A claim's declared lease: a finite number of seconds, or 0 (not said)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
+        return 0.0  # NaN and infinities fail the range check too
+    return float(value)

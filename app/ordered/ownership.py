@@ -69,7 +69,7 @@ class LaneOwnership:
         """Claim `lane` and wait until this process may act for it; LaneLost when a later claim
         came first. The claim stands from the moment the log confirmed it."""
         nonce = f"{self.owner}/{uuid.uuid4().hex[:12]}"
-        await asyncio.to_thread(self._log.claim, lane, self.owner, nonce)
+        await asyncio.to_thread(self._log.claim, lane, self.owner, nonce, self.duration_s)
         confirmed_at = self._clock()
         while True:
             started = await self._refreshed()
@@ -115,6 +115,19 @@ class LaneOwnership:
         if lease.lost or self._clock() >= lease.valid_until:
             return
         await asyncio.to_thread(self._log.release, lease.lane, lease.epoch)
+
+    def held(self, lanes: Callable[[str], bool]) -> list[str]:
+        """The lanes (of those `lanes` accepts) whose latest claim is not released, as of the last
+        `refresh`: an owner may still act for them, or was killed holding them."""
+        return sorted(lane for lane, claim in self.view.claims.items() if lanes(lane) and not claim.released)
+
+    async def fence(self, lanes: list[str]) -> None:
+        """Make sure no earlier owner of `lanes` acts again: claim each here, wait out the claims
+        it replaced (`takeover_at`), then release. An owner killed holding a lane is fenced as
+        surely as one paused or still running: neither can act once its lease has run out."""
+        leases = await asyncio.gather(*(self.acquire(lane) for lane in lanes))
+        for lease in leases:
+            await self.release(lease)
 
     async def run(self) -> None:
         """Keep the leases confirmed; a failed read leaves them to run out (their owners stop)."""

@@ -26,6 +26,7 @@ class ShardStatus(ApiModel):
     subscription: str
     shard: int
     epoch: int
+    lease_epoch: int | None = None  # the lane claim it acts under (None: not claimed yet)
     running: bool
     delivered: int
     sidelined: int

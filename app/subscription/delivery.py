@@ -209,6 +209,7 @@ class Delivery:
 
     async def _deliver(self, work: Work) -> bool:
         assert self.endpoint is not None
+        self.check()  # as late as the shard can: the call's send is the act the lease covers
         try:
             await self.endpoint(self.message(work))
         except Exception:

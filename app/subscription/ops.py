@@ -5,7 +5,6 @@ and lag (the DLQ's listing, depth and fast-forward: app.subscription.dlq). Synch
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -14,7 +13,6 @@ from confluent_kafka import TopicPartition
 from app.composite.errors import UnknownCompositeTopic
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
-from app.errors import ServiceUnavailable
 from app.kafka.admin import committed_offsets
 from app.kafka.consuming import offset_client
 from app.ordered.policy import OnDlq, RetryPolicy
@@ -22,9 +20,9 @@ from app.settings import Settings
 from app.subscription.dlq import dlq_consumer_group, dlq_depth, dlq_list, forward_dlq, read_dlq
 from app.subscription.errors import InternalTopicTaken, InvalidSubscription, SubscriptionExists
 from app.subscription.model import EndpointSpec, Status, Subscription
-from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
+from app.subscription.registry import SubscriptionRegistry
 from app.subscription.shards import check_forward_only, check_shardable, plan_shard_change
-from app.waiting import poll_until
+from app.subscription.stopping import STOP_PATIENCE_S, wait_stopped
 
 __all__ = [
     "Status",
@@ -108,7 +106,7 @@ def delete(
     name: str,
     *,
     keep_topics: bool = False,
-    stop_wait_s: float = 60.0,
+    stop_wait_s: float = STOP_PATIENCE_S,
 ) -> None:
     """Stop the shards, delete the RQ and DLQ composite topics (unless `keep_topics`), then the
     definition. Cut anywhere, the definition is still there and running it again finishes the job
@@ -162,32 +160,13 @@ def queue_lag(registry: SubscriptionRegistry, metadata: MetadataStore, name: str
 def _stopped(
     registry: SubscriptionRegistry, sub: Subscription, wait_s: float, **changes: Any
 ) -> Subscription:
-    """A running subscription set stopped (with `changes`) once no worker runs its shards."""
+    """A running subscription set stopped (with `changes`) once no worker can act for its shards
+    (`wait_stopped`: released within `wait_s`, else fenced)."""
     if sub.status is not Status.RUNNING:
         return sub
     stopped = registry.put(sub.bump(status=Status.STOPPED, **changes))
     wait_stopped(registry, sub.name, wait_s)
     return stopped
-
-
-def wait_stopped(registry: SubscriptionRegistry, name: str, timeout_s: float = 60.0) -> None:
-    """Until no worker marks a shard of `name` as running (marks older than 3 heartbeats count as
-    dead workers: a kill -9 leaves its last mark behind). ServiceUnavailable after `timeout_s`."""
-    live: list[int] = []
-
-    def stopped() -> bool:
-        registry.refresh()
-        stale_ms = int(time.time() * 1000) - int(3 * SHARD_MARK_INTERVAL_S * 1000)
-        live[:] = sorted(
-            s for s, m in registry.shard_marks(name).items() if m["running"] and m["at_ms"] > stale_ms
-        )
-        return not live
-
-    if not poll_until(stopped, timeout_s, every_s=0.5):
-        raise ServiceUnavailable(
-            f"shards {live} of subscription {name!r} still run after {timeout_s} s; the subscription "
-            "stays stopped: retry when GET /subscriptions/shards on the workers no longer lists them"
-        )
 
 
 def _mq_read_from(metadata: MetadataStore, sub: Subscription) -> int:
@@ -211,7 +190,7 @@ def change_shards(
     metadata: MetadataStore,
     name: str,
     shard_count: int,
-    stop_wait_s: float = 60.0,
+    stop_wait_s: float = STOP_PATIENCE_S,
 ) -> Subscription:
     """ChangeShardCount: stop, add RQ/DLQ storage topics when needed and switch to them, re-shard, resume.
 
@@ -272,7 +251,7 @@ def reset_offset(
     sub = registry.get(name)
     if sub.status is Status.RUNNING:
         raise InvalidSubscription(f"stop subscription {name!r} before resetting offsets")
-    wait_stopped(registry, name, 30.0)
+    wait_stopped(registry, name)
     if queue not in ("mq", "rq", "dlq"):
         raise InvalidSubscription("queue must be mq, rq or dlq")
     if (offset is None) == (timestamp_ms is None):

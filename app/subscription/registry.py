@@ -1,17 +1,11 @@
 """Subscription definitions kept in a compacted Kafka topic keyed by name (like composite topics).
 
 The last record per name wins (by version); a tombstone deletes. Workers poll `refresh()`.
-Workers also keep one *shard mark* per running shard there (key `<name>\x1f<shard>`: running or
-stopped, epoch, when), refreshed every SHARD_MARK_INTERVAL_S, so operations can confirm that a
-stopped subscription's shards really stopped (`wait_stopped`).
+Whether a shard still runs is the owner log's to say (`app.subscription.stopping`); records keyed
+`<name>\x1f<shard>` (the shard marks of earlier versions) are ignored.
 """
 
 from __future__ import annotations
-
-import os
-import socket
-import time
-from typing import Any
 
 import orjson
 
@@ -21,10 +15,9 @@ from app.settings import Settings
 from app.subscription.errors import UnknownSubscription
 from app.subscription.model import Subscription
 
-__all__ = ["SHARD_MARK_INTERVAL_S", "SubscriptionRegistry"]
+__all__ = ["SubscriptionRegistry"]
 
 SHARD_SEP = "\x1f"
-SHARD_MARK_INTERVAL_S = 10.0
 
 
 class SubscriptionRegistry:
@@ -32,6 +25,7 @@ class SubscriptionRegistry:
         self.broker = broker
         self.bootstrap = broker.bootstrap
         self.topic = topic
+        self.replication_factor = replication_factor
         self._log = CompactedLog(
             broker,
             topic,
@@ -40,7 +34,6 @@ class SubscriptionRegistry:
             replication_factor=replication_factor,
         )
         self._subs: dict[str, Subscription] = {}
-        self._marks: dict[str, dict[int, dict[str, Any]]] = {}
 
     @classmethod
     def of(cls, settings: Settings) -> SubscriptionRegistry:
@@ -52,13 +45,7 @@ class SubscriptionRegistry:
         )
 
     def _apply(self, name: str, value: bytes | None) -> None:
-        if SHARD_SEP in name:
-            sub_name, shard = name.split(SHARD_SEP, 1)
-            marks = self._marks.setdefault(sub_name, {})
-            if value is None:
-                marks.pop(int(shard), None)
-            else:
-                marks[int(shard)] = orjson.loads(value)
+        if SHARD_SEP in name:  # a shard mark of an earlier version
             return
         if value is None:
             self._subs.pop(name, None)
@@ -72,19 +59,6 @@ class SubscriptionRegistry:
         with self._log.lock:
             self._log.read_new(self._apply, timeout_s)
             return dict(self._subs)
-
-    def shard_marks(self, name: str) -> dict[int, dict[str, Any]]:
-        """The latest mark per shard of `name` (as of the last refresh)."""
-        return dict(self._marks.get(name, {}))
-
-    def mark_shard(self, name: str, shard: int, running: bool, epoch: int) -> None:
-        mark = {
-            "running": running,
-            "epoch": epoch,
-            "at_ms": int(time.time() * 1000),
-            "worker": f"{socket.gethostname()}:{os.getpid()}",
-        }
-        self._write(f"{name}{SHARD_SEP}{shard}", orjson.dumps(mark))
 
     def get(self, name: str) -> Subscription:
         sub = self.refresh().get(name)

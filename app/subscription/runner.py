@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
@@ -60,13 +60,16 @@ class ShardRunner(ShardForgetting, ShardAdoption):
         batch_sink: BatchSink | None = None,
         load_states: LoadStates | None = None,
         ownership: LaneOwnership | None = None,
+        still_wanted: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         """Give `endpoint` (kinds http, callable) or `batch_sink` (kind batch). `load_states`
         loads the states of the groups this shard owns in a storage topic: called at start when
         the shard reads a storage topic whose groups map to shards unlike the produce pointer's
         (the one `states` was loaded for). `ownership`: the worker's leases; the shard claims its
         lane there before it reads anything and stops at the first act its lease no longer
-        covers (`app.ordered.lease`). Without it the shard assumes it is the only owner."""
+        covers (`app.ordered.lease`). Without it the shard assumes it is the only owner.
+        `still_wanted`: asked once the claim stands; False (the subscription was stopped or
+        changed meanwhile) ends the run before it reads anything."""
         self.settings = settings
         self.sub = sub
         self.shard_id = shard_id
@@ -77,6 +80,7 @@ class ShardRunner(ShardForgetting, ShardAdoption):
         self.stats = ShardStats()
         self.stopping = asyncio.Event()
         self._ownership = ownership
+        self._still_wanted = still_wanted
         self.lease: Lease | None = None
         self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
         grace = 2 * settings.metadata_refresh_s + 1.0
@@ -126,6 +130,9 @@ class ShardRunner(ShardForgetting, ShardAdoption):
             if self.lease is None:
                 return
         try:
+            if self._still_wanted is not None and not await self._still_wanted():
+                log.info("%s: the subscription was stopped or changed before its claim stood", self.label)
+                return
             await self._run()
         finally:
             if self._ownership is not None and self.lease is not None:

@@ -2,8 +2,9 @@
 
 A worker owns slot s when Faust assigned it partition s of the slot topic (and with it the
 GroupState table partition s). Every running subscription's shard whose slot is owned here
-gets a `ShardRunner`; a revoked slot's runners are stopped (and their offsets committed)
-before the rebalance completes.
+gets a `ShardRunner`. A rebalance stops only the shards whose slot went elsewhere, once the new
+assignment is known (`keep_slots`); the others run on through it. Their lanes' leases, not the
+rebalance, keep two workers from acting for one shard (`app.ordered.lease`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from app.settings import Settings
 from app.subscription.endpoints import open_batch_sink, open_endpoint
 from app.subscription.model import Status, Subscription
 from app.subscription.owners import owner_log_of
-from app.subscription.registry import SHARD_MARK_INTERVAL_S, SubscriptionRegistry
+from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner, ShardStates
 from app.subscription.shards import shard_of_group, slot_of
 
@@ -44,11 +45,13 @@ class Supervisor:
         self,
         settings: Settings,
         table: StateTable,
-        owned_slots: Callable[[], set[int]],
+        owned_slots: Callable[[], set[int] | None],
         *,
         owner: str,
     ) -> None:
-        """`owner`: this worker's name in the owner log (unique per process)."""
+        """`owned_slots`: the slots assigned here, None while a rebalance or the table's recovery
+        is under way (nothing starts or stops then). `owner`: this worker's name in the owner
+        log (unique per process)."""
         self.settings = settings
         self.table = table
         self.owned_slots = owned_slots
@@ -56,7 +59,6 @@ class Supervisor:
         self.metadata = MetadataStore.of(settings)
         self.runners: dict[ShardKey, tuple[ShardRunner, asyncio.Task[None], Subscription]] = {}
         self._owns: dict[ShardKey, Callable[[str], bool]] = {}
-        self._marked_at: dict[ShardKey, float] = {}
         self._lock = asyncio.Lock()
         self._owner_log = owner_log_of(settings, broker_for(settings))
         self.ownership = LaneOwnership(self._owner_log, owner, settings.subscription_lease_s)
@@ -83,8 +85,11 @@ class Supervisor:
 
     async def _reconcile(self) -> None:
         async with self._lock:
+            slots = self.owned_slots()
+            if slots is None:  # rebalancing: what runs keeps running, nothing new starts
+                return
             subs = await asyncio.to_thread(self.registry.refresh)
-            wanted = self.wanted(subs, self.owned_slots())
+            wanted = self.wanted(subs, slots)
             for key, (_runner, task, sub) in list(self.runners.items()):
                 new = wanted.get(key)
                 if task.done() or new is None or new.epoch != sub.epoch or new.version != sub.version:
@@ -98,15 +103,13 @@ class Supervisor:
                         await self._start(sub, key[1])
                     except Exception:  # this shard retries at the next reconcile; the others go on
                         log.exception("%s/shard-%d could not start", *key)
-            now = time.monotonic()
-            for key, (_runner, task, sub) in self.runners.items():
-                if not task.done() and now - self._marked_at.get(key, 0.0) >= SHARD_MARK_INTERVAL_S:
-                    await self._mark(key, sub.epoch, running=True)
 
-    async def stop_slots(self, slots: set[int]) -> None:
+    async def keep_slots(self, slots: set[int]) -> None:
+        """A rebalance assigned these slots here: stop the shards of every other slot (their new
+        owner starts them once its recovery is done), keep the rest running."""
         async with self._lock:
             for name, shard in list(self.runners):
-                if slot_of(name, shard, self.settings.subscription_shard_slots) in slots:
+                if slot_of(name, shard, self.settings.subscription_shard_slots) not in slots:
                     await self._stop((name, shard))
 
     async def stop_all(self) -> None:
@@ -118,6 +121,12 @@ class Supervisor:
                 await asyncio.gather(self._confirming, return_exceptions=True)
             self.ownership.close()
             await asyncio.to_thread(self._owner_log.close)
+
+    async def _still_wanted(self, sub: Subscription) -> bool:
+        """Is `sub` still running at the version this shard was started for? Asked once the
+        shard's claim stands: a stop written before the claim is seen (`app.subscription.stopping`)."""
+        now = (await asyncio.to_thread(self.registry.refresh)).get(sub.name)
+        return now is not None and now.status is Status.RUNNING and now.version == sub.version
 
     async def _start(self, sub: Subscription, shard: int) -> None:
         if self._confirming is None or self._confirming.done():
@@ -146,6 +155,7 @@ class Supervisor:
                 open_batch_sink(sub.endpoint),
                 load_states=load_states,
                 ownership=self.ownership,
+                still_wanted=lambda: self._still_wanted(sub),
             )
             _close = _nothing
         else:
@@ -159,6 +169,7 @@ class Supervisor:
                 self.metadata,
                 load_states=load_states,
                 ownership=self.ownership,
+                still_wanted=lambda: self._still_wanted(sub),
             )
 
         async def run() -> None:
@@ -174,10 +185,9 @@ class Supervisor:
 
         self.runners[(sub.name, shard)] = (runner, asyncio.create_task(run(), name=runner.label), sub)
         self._owns[(sub.name, shard)] = runner.owns
-        await self._mark((sub.name, shard), sub.epoch, running=True)
 
     async def _stop(self, key: ShardKey) -> None:
-        runner, task, sub = self.runners.pop(key)
+        runner, task, _sub = self.runners.pop(key)
         self._owns.pop(key, None)
         runner.stop()
         try:
@@ -185,16 +195,6 @@ class Supervisor:
         except TimeoutError:
             task.cancel()
             log.error("%s did not stop within 30 s; cancelled", runner.label)
-        await self._mark(key, sub.epoch, running=False)
-        self._marked_at.pop(key, None)
-
-    async def _mark(self, key: ShardKey, epoch: int, running: bool) -> None:
-        """Tell operations (change-shards, unsideline, reset-offset) whether this shard runs here."""
-        try:
-            await asyncio.to_thread(self.registry.mark_shard, key[0], key[1], running, epoch)
-            self._marked_at[key] = time.monotonic()
-        except Exception:  # a missed mark delays an operation; it must not stop the shards
-            log.exception("%s/shard-%d: could not write its shard mark", *key)
 
     def status(self) -> list[dict[str, Any]]:
         out = []
@@ -205,6 +205,7 @@ class Supervisor:
                     "subscription": name,
                     "shard": shard,
                     "epoch": sub.epoch,
+                    "lease_epoch": None if runner.lease is None else runner.lease.epoch,
                     "running": not task.done(),
                     "delivered": stats.delivered,
                     "sidelined": stats.sidelined,

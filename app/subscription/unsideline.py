@@ -24,9 +24,9 @@ from app.subscription.dlq import dlq_entry_of, read_dlq
 from app.subscription.errors import SubscriptionNotStopped
 from app.subscription.model import Status, Subscription
 from app.subscription.offline import read_states, write_states
-from app.subscription.ops import wait_stopped
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
+from app.subscription.stopping import wait_stopped
 
 __all__ = ["unsideline"]
 
@@ -43,7 +43,7 @@ def unsideline(
         raise SubscriptionNotStopped(
             f"stop subscription {name!r} before unsidelining (hubstream subscription stop {name})"
         )
-    wait_stopped(registry, name, 30.0)
+    wait_stopped(registry, name)
     stored = read_states(settings, sub)
     dlq_topic = metadata.get(sub.dlq_topic)
     records: dict[tuple[str, int, int], Any] = {}

@@ -47,7 +47,7 @@ class SubscriptionViews:
     async def shards(self, request: web.Request) -> web.StreamResponse:
         sup = self.supervisor
         shards = [ShardStatus.model_validate(s) for s in sup.status()]
-        return model_response(Shards(owned_slots=sorted(sup.owned_slots()), shards=shards))
+        return model_response(Shards(owned_slots=sorted(sup.owned_slots() or ()), shards=shards))
 
     @guarded
     async def group_state(self, request: web.Request) -> web.StreamResponse:

@@ -131,3 +131,50 @@ def test_the_old_owners_release_during_the_wait_ends_it() -> None:
         assert lease_b.may_act(clock.now)
 
     _run(scenario())
+
+
+def test_a_successor_waits_out_the_longer_lease_its_predecessor_declared() -> None:
+    view = OwnerView()
+    view.apply(OwnerRecord("claim", "s/0", 0, owner="a", nonce="a1", lease_s=30.0))
+    assert takeover_at(view.claims["s/0"], 5.0, 10.0) == 35.0  # a's lease, not the successor's
+    view.apply(OwnerRecord("claim", "s/0", 1, owner="b", nonce="b1", lease_s=2.0))
+    assert takeover_at(view.claims["s/0"], 5.0, 10.0) == 15.0  # never below its own
+
+
+def test_a_fence_outlasts_a_silent_holder_and_leaves_the_lane_released() -> None:
+    shared = MemoryOwnerLog()
+    clock = Clock()
+    holder = LaneOwnership(shared, "worker", 20.0, clock, _yield)
+    ops = LaneOwnership(shared.reader(), "ops", 5.0, clock, _yield)
+
+    async def scenario() -> None:
+        held = await holder.acquire("s/shard-0")
+        free = await holder.acquire("s/shard-1")
+        await holder.release(free)
+        ops.refresh()
+        assert ops.held(lambda lane: lane.startswith("s/")) == ["s/shard-0"]
+        fencing = asyncio.create_task(ops.fence(["s/shard-0"]))
+        for _ in range(5000):  # until ops started its takeover wait
+            await asyncio.sleep(0.001)
+            if "s/shard-0" in ops.leases:
+                break
+        clock.now += 19.0  # past ops' own 5 s, inside the holder's declared 20 s
+        for _ in range(50):
+            await asyncio.sleep(0.001)
+        assert not fencing.done()
+        clock.now += 2.0
+        await asyncio.wait_for(fencing, 5.0)
+        with pytest.raises(LaneLost):  # the holder cannot act again, paused or not
+            held.check(clock.now)
+        ops.refresh()
+        assert ops.held(lambda lane: lane.startswith("s/")) == []  # released: no one waits after it
+
+    _run(scenario())
+
+
+@pytest.mark.parametrize("declared", ["10", None, True, -1.0, float("nan"), float("inf"), 1e9])
+def test_a_claim_declaring_no_usable_lease_counts_as_declaring_none(declared: object) -> None:
+    from app.ordered.owner_log import _duration
+
+    assert _duration(declared) == 0.0
+    assert _duration(12.5) == 12.5 and _duration(3) == 3.0
