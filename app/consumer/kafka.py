@@ -123,6 +123,8 @@ class KeyedConsumer(
         # Questions about a key: the lane partitions this copy answers for (handed over by the
         # rebalance callbacks to the request reader) and the answers being written.
         self._request_lanes = LaneSet()
+        self._revoking: set[TP] = set()  # (poll thread) revoked, not yet assigned again
+        self._flow_reset = False  # (poll thread) a new assignment: pauses to be set again
         self._answering: set[asyncio.Task[None]] = set()
         self._key_route = ""
         # Each owned partition's lease (`app.ordered.lease`): nothing of a partition is handled,

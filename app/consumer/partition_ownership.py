@@ -59,10 +59,10 @@ class PartitionOwnership:
         async def _write_dlq_marks(self) -> None: ...
 
     # -- event loop: ownership -------------------------------------------------------------------
-    async def _assign(
-        self, mains: list[int], retry_from: dict[int, int], resumed: dict[TP, frozenset[int]]
-    ) -> None:
-        self._resumed.update(resumed)
+    async def _claim_partitions(self, mains: list[int]) -> None:
+        """This copy's leases of `mains`, before anything of them is read: committed offsets
+        too, so that a previous owner still finishing them (a rebalance hands partitions over
+        while they are drained) has committed and released first, or can act no more."""
         claims = await asyncio.gather(
             *(self._ownership.acquire(self._lane(p)) for p in mains), return_exceptions=True
         )
@@ -73,6 +73,13 @@ class PartitionOwnership:
                 log.warning("%s: partition %d not taken: %s", self.member_id, p, claim)
             else:
                 raise claim
+
+    async def _assign(
+        self, mains: list[int], retry_from: dict[int, int], resumed: dict[TP, frozenset[int]]
+    ) -> None:
+        """Take over `mains` (claimed by `_claim_partitions`): their key states, DLQ marks and
+        the retry/DLQ copies a crash left unrecorded."""
+        self._resumed.update(resumed)
         await asyncio.to_thread(self._states.load, mains)
         dlq_from = {p: self._states.dlq_from.get(p, 0) for p in mains}
         copies, dlq_ends = await asyncio.to_thread(self._copies, mains, retry_from, dlq_from)
@@ -117,6 +124,10 @@ class PartitionOwnership:
 
     async def _revoke(self, tps: list[TP]) -> dict[TP, Commit]:
         mains = {p for t, p in tps if t == self._lane_topic}
+        for p in mains:  # a successor's claim must not cut the drain short (`Lease.draining`)
+            lease = self._leases.get(p)
+            if lease is not None:
+                lease.draining = True
         # Finish what was read of these partitions, the records waiting behind a busy key too:
         # a record left undone holds the commit below every later record that finished, and the
         # next owner would handle those again. Past revoke_timeout_s the rest is abandoned.

@@ -18,7 +18,7 @@ from app.composite.store import MetadataStore
 from app.consumer.model import ConsumerSettings
 from app.consumer.owner import LaneSet
 from app.consumer.parts import TP, Commit, OnLoop
-from app.consumer.progress import decode_finished
+from app.consumer.progress import OffsetTracker, decode_finished
 from app.consumer.source import Source
 from app.crashpoints import crash_point
 from app.errors import HubstreamError
@@ -50,6 +50,9 @@ class PollThread(OnLoop):
     read_idx: int
     _topics: list[str]
     _request_lanes: LaneSet
+    _revoking: set[TP]  # revoked by a rebalance, not yet assigned again or handed back
+    _flow_reset: bool
+    _trackers: dict[TP, OffsetTracker]
 
     if TYPE_CHECKING:  # other parts' methods (stubs left at run time would hide them)
 
@@ -59,6 +62,7 @@ class PollThread(OnLoop):
         ) -> None: ...
         async def _revoke(self, tps: list[TP]) -> dict[TP, Commit]: ...
         async def _release(self, tps: list[TP]) -> None: ...
+        async def _claim_partitions(self, mains: list[int]) -> None: ...
         async def _to_commit(self) -> dict[TP, Commit]: ...
 
     # -- poll thread -----------------------------------------------------------------------------
@@ -70,6 +74,8 @@ class PollThread(OnLoop):
         full_since: float | None = None
         try:
             while not self._stop.is_set():
+                if self._flow_reset:
+                    self._flow_reset, flow = False, (set(), set())
                 if self._topics != subscribed:  # a storage topic was added to the composite topic
                     subscribed = list(self._topics)
                     log.info("%s: subscribing to %s", self.member_id, subscribed)
@@ -101,7 +107,7 @@ class PollThread(OnLoop):
                     self._commit(consumer, self._in_loop(self._to_commit()))
             # Leaving: drain and commit here (close() does not always hand the partitions back
             # through the revoke callback first, and the next owner would redo what finished).
-            owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
+            owned = sorted({(tp.topic, tp.partition) for tp in consumer.assignment()} | self._revoking)
             self._commit(consumer, self._in_loop(self._revoke(owned)))
             self._in_loop(self._release(owned))
         finally:
@@ -136,28 +142,61 @@ class PollThread(OnLoop):
         return self._source.reads(tp[0], tp[1], self.read_idx, self._owned)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group's new assignment. Of the partitions the rebalance revoked (all of them: range
+        assignment is eager), those assigned again go on where this copy's reading is, their
+        lanes, key states and leases untouched; those not are drained and handed back now; new
+        ones are taken over from their committed offsets."""
         s = self.settings
-        mains = sorted(tp.partition for tp in partitions if tp.topic == self._lane_topic)
-        log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
+        now = {(tp.topic, tp.partition) for tp in partitions}
+        kept = {tp for tp in self._revoking if tp in now}
+        moved = sorted(tp for tp in self._revoking if tp not in now)
+        self._revoking = set()
+        if moved:
+            log.info("%s: partitions %s moved; finishing what was read of them", self.member_id, moved)
+            self._commit(consumer, self._in_loop(self._revoke(moved)))
+            self._in_loop(self._release(moved))
+            self._request_lanes.remove(p for t, p in moved if t == self._lane_topic)
+        fresh = [tp for tp in partitions if (tp.topic, tp.partition) not in kept]
+        mains = sorted(tp.partition for tp in fresh if tp.topic == self._lane_topic)
+        if kept:
+            log.info("%s: keeps partitions %s through the rebalance", self.member_id, sorted(kept))
+        if mains:
+            log.info("%s: assigned partitions %s; loading their key states", self.member_id, mains)
         self._request_lanes.add(mains)  # answered from the changelog until their states are loaded
+        if mains:
+            self._in_loop(self._claim_partitions(mains))
         if self._store is None:
             asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
         else:
-            asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+            asked = [TopicPartition(tp.topic, tp.partition) for tp in fresh]
         committed = consumer.committed(asked, timeout=30) if asked else []
+        # Where the kept partitions' reading is: after every record already handed to the loop.
+        positions = self._in_loop(self._read_positions(kept))
         self._guarded().expect_all(
-            TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
-            for tp in committed  # (none committed: read from the beginning, auto.offset.reset)
+            [
+                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                for tp in committed  # (none committed: read from the beginning, auto.offset.reset)
+            ]
+            + [TopicPartition(t, p, offset) for (t, p), offset in positions.items()]
         )
         retry_from = {tp.partition: max(0, tp.offset) for tp in committed if tp.topic == s.retry_topic}
         taken = {
             (tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in committed if tp.offset >= 0
         }
         self._call_in_loop(self._committed.update, taken)  # what a crash would re-read from
-        self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
+        if mains:
+            self._in_loop(self._assign(mains, retry_from, self._finished_above(committed)))
+        consumer.assign(
+            [
+                TopicPartition(tp.topic, tp.partition, positions[(tp.topic, tp.partition)])
+                if (tp.topic, tp.partition) in positions
+                else TopicPartition(tp.topic, tp.partition)
+                for tp in partitions
+            ]
+        )
+        self._flow_reset = True  # pauses are set again for the whole assignment
         if self._store is not None:
             # Storage partitions not read now are paused before anything of them is fetched.
-            consumer.assign(partitions)
             hold = [
                 tp
                 for tp in partitions
@@ -165,6 +204,11 @@ class PollThread(OnLoop):
             ]
             if hold:
                 consumer.pause(hold)
+
+    async def _read_positions(self, tps: set[TP]) -> dict[TP, int]:
+        """The offset after the last record read of each of `tps` (a partition this copy read
+        nothing of yet is left out: it starts from its committed offset)."""
+        return {tp: self._trackers[tp].next_offset for tp in tps if tp in self._trackers}
 
     @property
     def _lane_topic(self) -> str:
@@ -199,12 +243,14 @@ class PollThread(OnLoop):
         return self._guard
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
-        log.info("%s: partitions revoked; finishing what was read of them", self.member_id)
+        """A rebalance began. Commit what finished; which partitions really leave this copy is
+        known only from the new assignment (`_on_assign`), so nothing is drained here. While the
+        group rebalances the handlers go on; the leases keep two copies from acting for one
+        partition whatever the timing."""
         revoked = [(tp.topic, tp.partition) for tp in partitions]
-        self._commit(consumer, self._in_loop(self._revoke(revoked)))
-        self._in_loop(self._release(revoked))
-        self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
+        self._guarded().forget(revoked)
+        self._commit(consumer, self._in_loop(self._to_commit()))
+        self._revoking |= set(revoked)
 
     def _commit(self, consumer: Consumer, offsets: dict[TP, Commit]) -> None:
         """Commit on the poll thread only: commits and rebalances then never overlap, and an
@@ -228,6 +274,7 @@ class PollThread(OnLoop):
         self._loop.call_soon_threadsafe(self._committed.update, taken)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._revoking -= {(tp.topic, tp.partition) for tp in partitions}
         self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
         self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
         self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))

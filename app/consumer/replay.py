@@ -31,6 +31,8 @@ from app.kafka.broker import BrokerPort
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
 from app.ordered.errors import UndecodableMessage
+from app.ordered.fencing import settle_lanes
+from app.ordered.owner_log import KafkaOwnerLog
 from app.ordered.records import InternalMeta, decode_internal, encode_internal, header_map
 from app.ordered.rules import GroupState, MessageState, on_unsidelined
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
@@ -125,7 +127,22 @@ def replay_dead_letters(broker: BrokerPort, name: str, selection: ReplaySelectio
             f"consumer {name!r} has {len(alive)} live copies ({', '.join(m.member for m in alive[:3])}); "
             "stop every copy before replaying its dead letters"
         )
-    partitions = list(range(KafkaAdmin(broker.bootstrap).topics().get(f"{name}-dlq", 0)))
+    topics = KafkaAdmin(broker.bootstrap).topics()
+    if f"{name}-owners" in topics:  # a copy killed or paused holding partitions must not act now
+        owner_log = KafkaOwnerLog(
+            broker,
+            f"{name}-owners",
+            replication_factor=1,  # the topic exists: nothing is created
+            claim_point="consumer.owner.claim",
+            release_point="consumer.owner.release",
+        )
+        try:
+            settle_lanes(
+                owner_log, lambda lane: lane.startswith(f"{name}/p"), who=f"replay-{name}", patience_s=0
+            )
+        finally:
+            owner_log.close()
+    partitions = list(range(topics.get(f"{name}-dlq", 0)))
     states = _newest_states(broker, f"{name}-state", partitions)
     letters = _dead_letters(broker, f"{name}-dlq", partitions)
     plans: dict[int, dict[str, list[DlqEntry]]] = {}

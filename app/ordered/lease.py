@@ -105,6 +105,10 @@ class Lease:
     acts_from: float
     valid_until: float
     lost: bool = False
+    # Set by an owner finishing a partition it hands over (drain, commit, release): a later claim
+    # then stops extending the lease instead of ending it, so the drain may still commit until
+    # `valid_until`, which the successor waits out unless the release comes first.
+    draining: bool = False
 
     def confirm(self, view: OwnerView, read_started_at: float) -> None:
         """Apply a read of the log that started at `read_started_at` (monotonic, taken before the
@@ -112,7 +116,7 @@ class Lease:
         if self.lost:
             return
         if view.claim_of(self.lane, self.nonce) is None:
-            self.lost = True
+            self.lost = not self.draining
             return
         self.valid_until = max(self.valid_until, read_started_at + self.duration_s)
         previous = view.previous.get(self.lane)

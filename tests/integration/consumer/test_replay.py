@@ -54,7 +54,7 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
         bootstrap=bootstrap,
         retry=RetryPolicy(max_attempts=1),
         on_dlq=OnDlq.BLOCK_GROUP,
-        heartbeat_s=0.5,
+        heartbeat_s=1.0,
     )
     first = KeyedConsumer(settings, handle, member_id="first")
     running = asyncio.create_task(first.run())
@@ -68,7 +68,8 @@ async def test_dead_letters_replayed_in_key_order(kafka: Settings, unique: str) 
         "every record handled or dead-lettered",
     )
     # The DLQ reads above run on the event loop and can hold the copy's heartbeats past their
-    # liveness (3 x 0.5 s): the refusal is checked once the copy is seen alive again.
+    # liveness (3 x 1 s, wide enough for a loaded machine): the refusal is checked once the copy
+    # is seen alive again.
     await wait_until(lambda: bool(members(broker_for(kafka), name)), 30, "the first copy's heartbeat")
     with pytest.raises(ConsumerRunning):
         await asyncio.to_thread(replay_dead_letters, broker_for(kafka), name, ReplaySelection())

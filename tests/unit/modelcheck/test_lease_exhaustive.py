@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+import pytest
+
 from app.ordered.lease import LaneClaim, Lease, OwnerRecord, OwnerView, takeover_at
 
 T = 7
@@ -22,14 +24,14 @@ L = 2
 PAUSED, RUN, READ_NOW, READ_LATE = range(4)
 
 
-def _violation(grant: Callable[[float], float]) -> tuple[object, ...] | None:
+def _violation(grant: Callable[[float], float], draining: bool = False) -> tuple[object, ...] | None:
     """The first schedule in which the old owner acts at or after the new owner's first act."""
     for claim_at in range(T - 1):
         for confirm_lag in (0, 1):
             confirmed_at = claim_at + confirm_lag
             new_from = takeover_at(_unreleased(), confirmed_at, L)
             for schedule in itertools.product(range(4), repeat=T):
-                last = _old_owner_last_act(schedule, claim_at, grant)
+                last = _old_owner_last_act(schedule, claim_at, grant, draining)
                 if last is not None and last >= new_from:
                     return (claim_at, confirm_lag, schedule, last, new_from)
     return None
@@ -42,11 +44,11 @@ def _unreleased() -> LaneClaim:
 
 
 def _old_owner_last_act(
-    schedule: tuple[int, ...], claim_at: int, grant: Callable[[float], float]
+    schedule: tuple[int, ...], claim_at: int, grant: Callable[[float], float], draining: bool
 ) -> int | None:
     view = OwnerView()
     view.apply(OwnerRecord("claim", "lane", 0, owner="old", nonce="old"))
-    lease = Lease("lane", "old", 0, L, acts_from=0.0, valid_until=grant(0.0))
+    lease = Lease("lane", "old", 0, L, acts_from=0.0, valid_until=grant(0.0), draining=draining)
     last = None
     for tick, step in enumerate(schedule):
         if step == PAUSED:
@@ -56,7 +58,7 @@ def _old_owner_last_act(
             seen = view if claim_at >= end_asked else _with_new_claim()
             before = lease.valid_until
             lease.confirm(seen, tick)
-            if not lease.lost:
+            if not lease.lost and seen.claim_of("lane", "old") is not None:  # a confirming read
                 lease.valid_until = max(before, grant(tick))
         if lease.may_act(tick):
             last = tick
@@ -70,10 +72,13 @@ def _with_new_claim() -> OwnerView:
     return view
 
 
-def test_no_two_owners_act_at_once() -> None:
-    assert _violation(lambda started: started + L) is None
+@pytest.mark.parametrize("draining", [False, True])
+def test_no_two_owners_act_at_once(draining: bool) -> None:
+    """`draining`: the old owner finishes a handover, acting on until its lease runs out."""
+    assert _violation(lambda started: started + L, draining) is None
 
 
-def test_a_lease_one_tick_too_long_is_caught() -> None:
-    found = _violation(lambda started: started + L + 1)
+@pytest.mark.parametrize("draining", [False, True])
+def test_a_lease_one_tick_too_long_is_caught(draining: bool) -> None:
+    found = _violation(lambda started: started + L + 1, draining)
     assert found is not None
