@@ -30,12 +30,17 @@ FENCE_LEASE_S = 10.0
 
 
 def settle_lanes(
-    owner_log: OwnerLog, belongs: Callable[[str], bool], *, who: str, patience_s: float
+    owner_log: OwnerLog,
+    belongs: Callable[[str], bool],
+    *,
+    who: str,
+    patience_s: float,
+    lease_s: float = FENCE_LEASE_S,
 ) -> list[str]:
     """Return once no earlier owner of a lane `belongs` accepts can act again; the lanes fenced
     (those not released within `patience_s`). Blocking; callable from any thread."""
     owner = f"{who}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    ownership = LaneOwnership(owner_log, owner, FENCE_LEASE_S)
+    ownership = LaneOwnership(owner_log, owner, lease_s)
     held: list[str] = []
     try:
 
