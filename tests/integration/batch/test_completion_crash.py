@@ -19,15 +19,16 @@ from tests.integration.batch.conftest import (
     wait_serving,
     worker_env,
 )
+from tests.support.soak import first_in_every_suite
 
 pytestmark = pytest.mark.integration
 
 
 # The 4th multi-key write is the last ack's (create, add items and the first ack come before it).
-POINTS = ["batch.table.intent_written:4", "batch.completion.send:1", "batch.completion.confirm:1"]
+POINTS = ["batch.completion.send:1", "batch.table.intent_written:4", "batch.completion.confirm:1"]
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", first_in_every_suite(POINTS, 1))
 def test_a_worker_killed_around_the_completion_publishes_it_after_restart(
     stack: Settings,
     unique: str,

@@ -1,7 +1,7 @@
 """A worker paused past its session timeout (SIGSTOP), its shards taken over, then resumed
-(SIGCONT), three times while messages flow, with an HTTP endpoint failing on purpose. The
-resumed worker's leases have run out (`app.ordered.lease`): it must not deliver, write a copy or
-commit for a shard the other worker now owns.
+(SIGCONT), once while messages flow (three times under `-m soak`), with an HTTP endpoint
+failing on purpose. The resumed worker's leases have run out (`app.ordered.lease`): it must not
+deliver, write a copy or commit for a shard the other worker now owns.
 
 Counted at the endpoint: nothing missing, and per group no older message after a newer one
 unless the whole run after it follows again (the replay a restart may make); every group ends on
@@ -13,6 +13,7 @@ import asyncio
 import signal
 
 import httpx
+import pytest
 
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
@@ -27,7 +28,6 @@ from tests.unit.modelcheck.endpoint_order import Seen
 
 GROUPS = 200
 CHUNK = 1000
-PAUSES = 3
 LEASE_S = "3"
 
 
@@ -35,8 +35,14 @@ async def _produce(stack: Settings, topic: str, seqs: range) -> None:
     await asyncio.to_thread(produce_groups, stack, topic, seqs, GROUPS)
 
 
+@pytest.mark.parametrize("pauses", [1, pytest.param(3, marks=pytest.mark.soak)])
 async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale(
-    stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str
+    stack: Settings,
+    metadata: MetadataStore,
+    workers: Workers,
+    endpoint: Endpoint,
+    unique: str,
+    pauses: int,
 ) -> None:
     topic = f"pause-{unique}"
     metadata.create(topic, 4)
@@ -71,7 +77,7 @@ async def test_a_paused_worker_resumed_after_its_takeover_delivers_nothing_stale
         return next(port for port in ports if running[port])
 
     total = 0
-    for _pause in range(PAUSES):
+    for _pause in range(pauses):
         paused = await async_wait_until(
             some_worker_runs_shards, 120, "both shards running", poll_s=0.5, retry_on=(httpx.HTTPError,)
         )

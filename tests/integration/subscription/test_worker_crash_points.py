@@ -20,6 +20,7 @@ from tests.integration.subscription.conftest import (
     started_http_subscription,
 )
 from tests.integration.subscription.inprocess import last_delivery_order
+from tests.support.soak import first_in_every_suite
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +30,14 @@ GROUPS, PER_GROUP = 12, 8
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "crash_at",
-    [
-        "subscription.rq.confirmed:3:kill",  # a copy in RQ that the changelog does not record
-        "subscription.state.write:4:kill",  # the process dies as a group state is written
-        "subscription.state.forget:1:kill",  # as a recovered group's state leaves the table
-    ],
+    first_in_every_suite(
+        [
+            "subscription.rq.confirmed:3:kill",  # a copy in RQ that the changelog does not record
+            "subscription.state.write:4:kill",  # the process dies as a group state is written
+            "subscription.state.forget:1:kill",  # as a recovered group's state leaves the table
+        ],
+        1,
+    ),
 )
 async def test_a_worker_killed_at_a_subscription_write_keeps_every_group_in_order(
     stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str, crash_at: str
