@@ -57,6 +57,7 @@ SHARD = {
     "subscription": "s",
     "shard": 0,
     "epoch": 1,
+    "lease_epoch": 7,
     "running": True,
     "delivered": 5,
     "sidelined": 0,
