@@ -80,7 +80,7 @@ class LibraryEngine:
         storage_idx, offset = work.main
         return Message(
             topic=self.settings.source_topic(storage_idx),
-            partition=work.partition,
+            partition=meta.main_partition if meta is not None else rec.partition,
             offset=offset,
             key=rec.key,
             ordering_key=work.ordering_key,
@@ -98,12 +98,20 @@ class LibraryEngine:
             return None
         rec = work.record
         return self.fresh_main(
-            work.storage_idx, work.partition, rec.offset, rec.key, work.ordering_key, rec.value, rec.headers
+            work.storage_idx,
+            work.partition,
+            rec.partition,
+            rec.offset,
+            rec.key,
+            work.ordering_key,
+            rec.value,
+            rec.headers,
         )
 
     def fresh_main(
         self,
         storage_idx: int,
+        lane_partition: int,
         partition: int,
         offset: int,
         key: bytes | None,
@@ -112,8 +120,9 @@ class LibraryEngine:
         headers: Headers | None,
     ) -> Message | None:
         """`fresh` for a main record given by its fields, before (or without) a Work for it: the
-        message `message` would build, or None when the key has state."""
-        if self.states.get(partition, ordering_key) is not None:
+        message `message` would build, or None when the key has state. `partition`: the record's
+        own (a lane of a scaled storage topic has several)."""
+        if self.states.get(lane_partition, ordering_key) is not None:
             return None
         # One per record: built as the tuple it is, without the named tuple's Python-level __new__.
         return _new_tuple(
@@ -147,4 +156,5 @@ class LibraryEngine:
 
     def _message_id(self, work: Work) -> str:
         storage_idx, offset = work.main
-        return message_id(self.settings.source_topic(storage_idx), work.partition, offset)
+        partition = work.meta.main_partition if work.meta is not None else work.record.partition
+        return message_id(self.settings.source_topic(storage_idx), partition, offset)

@@ -10,7 +10,7 @@ import time
 
 from app.composite.advance import may_leave
 from app.composite.store import MetadataStore
-from app.consumer.model import ConsumerSettings
+from app.consumer.model import ConsumerSettings, record_key
 from app.consumer.source import Source
 from app.consumer.topics import drained_facts, resolve_source
 from app.errors import HubstreamError
@@ -36,7 +36,7 @@ class CompositeFollowing:
         """Resolve the composite topic and start past the storage topics the group drained."""
         s = self.settings
         self._source = await asyncio.to_thread(resolve_source, s, store)
-        self._topics = [*self._source.topics, s.retry_topic]
+        self._topics = [s.retry_topic]  # the lanes; their storage partitions are assigned by hand
         # Producers may still write what a recent switch left: `_follow_source` waits the grace.
         recent = self._source.composite.switched_within(
             int(time.time() * 1000), s.switch_grace_s, s.clock_skew_s
@@ -70,8 +70,7 @@ class CompositeFollowing:
         s = self.settings
         assert s.composite_topic is not None
         topic = await asyncio.to_thread(store.get, s.composite_topic)
-        source = self._source = Source.of_composite(topic)
-        self._topics = [*source.topics, s.retry_topic]  # the poll thread subscribes when it changed
+        source = self._source = Source.of_composite(topic, record_keys=s.key_of is record_key)
         idx = self.read_idx
         if not may_leave(topic, idx):
             self._switch_seen_at = None
@@ -87,8 +86,9 @@ class CompositeFollowing:
             if source.held(idx) and all(drained[idx].values()) and self._held_logged != idx:
                 self._held_logged = idx
                 log.warning(
-                    "%s: stays at the end of %s: %s routes keys unlike %s (other partitions or K), "
-                    "so its records would belong to other lane partitions",
+                    "%s: stays at the end of %s: %s does not keep the keys of %s's partitions "
+                    "together (its partition count is not K times theirs, or K > 1 with an "
+                    "ordering key other than the record key)",
                     self.member_id,
                     topic.storage_topics[idx].name,
                     topic.storage_topics[idx + 1].name,

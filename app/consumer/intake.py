@@ -63,6 +63,7 @@ class RecordIntake:
     if TYPE_CHECKING:  # other parts' methods (stubs left at run time would hide them)
 
         def _may_act(self, partition: int) -> bool: ...
+        def _lane_of(self, tp: TP) -> int: ...
         async def _run_lane(
             self, me: asyncio.Task[None], item: Item, first: Suspended | Exception | None = None
         ) -> None: ...
@@ -91,7 +92,8 @@ class RecordIntake:
         stats, handler, engine = self.stats, self._handler.handler, self._engine
         at: TP | None = None
         tracker: OffsetTracker | None = None
-        idx = 0
+        idx = lane_p = 0
+        scaled = False  # a storage topic of K > 1 partitions a lane: keys are checked as routed
         while True:
             msg = next(self._pulling, None)
             if msg is None:
@@ -112,14 +114,17 @@ class RecordIntake:
                     log.warning("%s: %s", self.member_id, msg.error())
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            if partition not in owned or not self._may_act(partition):
-                continue  # read before its partition was revoked (or its lease ran out)
-            # A fetch hands over runs of one partition: its tracker and storage index are looked
-            # up once per run (and again after this worker waited: a rebalance may have run).
+            # A fetch hands over runs of one partition: its tracker, storage index and lane are
+            # looked up once per run (and again after this worker waited: a rebalance may have run).
             if at is None or at[1] != partition or at[0] != topic:
                 at = (topic, partition)
                 tracker = trackers.get(at)
-                idx = self._source.index_of(topic) or 0
+                found = self._source.index_of(topic)
+                idx = found or 0
+                scaled = found is not None and self._source.k_of(found) > 1
+                lane_p = partition // self._source.k_of(found) if scaled and found is not None else partition
+            if lane_p not in owned or not self._may_act(lane_p):
+                continue  # read before its partition was revoked (or its lease ran out)
             tp = at
             if tracker is None:
                 tracker = trackers[tp] = OffsetTracker(offset, self._resumed.pop(tp, ()))
@@ -134,13 +139,18 @@ class RecordIntake:
                 self._retry_arrived.set()
                 continue
             item: Item
-            if eager:  # the default: the record key alone, no Work until the engine needs one
+            if scaled and self._misrouted(msg, idx):
+                work = self._main_work(_record(msg), idx, lane_p, misrouted=True)
+                item = (work, tp, work.lane, idx)
+            elif eager:  # the default: the record key alone, no Work until the engine needs one
                 key = (msg.key() or b"").decode("utf-8", "replace")
-                lane = (partition, key)
+                lane = (lane_p, key)
                 message = (
                     None
                     if lane in busy
-                    else engine.fresh_main(idx, partition, offset, msg.key(), key, msg.value(), msg.headers())
+                    else engine.fresh_main(
+                        idx, lane_p, partition, offset, msg.key(), key, msg.value(), msg.headers()
+                    )
                 )
                 if message is not None:
                     stats.attempts += 1
@@ -167,7 +177,7 @@ class RecordIntake:
                     continue
                 item = (msg, tp, lane, idx)
             else:
-                work = self._main_work(_record(msg), idx)
+                work = self._main_work(_record(msg), idx, lane_p)
                 item = (work, tp, work.lane, idx)
             self._buffered += 1
             if lanes.add(item[2], item):
@@ -176,10 +186,23 @@ class RecordIntake:
                     return  # nobody else is free: this worker runs it
                 self._wake_one()
 
-    def _main_work(self, record: Record, idx: int) -> Work:
+    def _misrouted(self, msg: KafkaMessage, idx: int) -> bool:
+        """A record of a scaled storage topic not where the router puts its key: its lane would
+        compare offsets of two partitions, so it goes to the DLQ instead (`_main_work`)."""
+        key = (msg.key() or b"").decode("utf-8", "replace")
+        return self._source.partition_of_key(idx, key) != int(msg.partition())
+
+    def _main_work(self, record: Record, idx: int, lane_p: int, *, misrouted: bool = False) -> Work:
+        if misrouted:
+            key = (record.key or b"").decode("utf-8", "replace")
+            why = (
+                f"{record.topic}[{record.partition}] is not where the composite topic's router puts "
+                f"key {key!r}: the key's records in it cannot be ordered with the rest of its lane"
+            )
+            return Work(record, lane_p, key, undecodable=why, storage_idx=idx)
         if self.settings.key_of is record_key:  # the default: no Message built for the key alone
             key = (record.key or b"").decode("utf-8", "replace")
-            return Work(record, record.partition, key, storage_idx=idx)
+            return Work(record, lane_p, key, storage_idx=idx)
         probe = Message(
             record.topic,
             record.partition,
@@ -193,10 +216,8 @@ class RecordIntake:
         try:
             key = self.settings.key_of(probe)
         except Exception as exc:  # a user's key function failing on bad data: the record goes to DLQ
-            return Work(
-                record, record.partition, "", undecodable=f"ordering key failed: {exc!r}", storage_idx=idx
-            )
-        return Work(record, record.partition, key, storage_idx=idx)
+            return Work(record, lane_p, "", undecodable=f"ordering key failed: {exc!r}", storage_idx=idx)
+        return Work(record, lane_p, key, storage_idx=idx)
 
     def _retry_work(self, record: Record) -> Work:
         try:
@@ -209,11 +230,12 @@ class RecordIntake:
     def _purge_inbox(self, partitions: set[int]) -> None:
         """Drop the records of revoked partitions not taken yet: if a partition comes back, its
         records come again from its commit."""
-        rest = [m for m in self._pulling if m.partition() not in partitions]
+        lane_of = self._lane_of
+        rest = [m for m in self._pulling if lane_of((m.topic(), m.partition())) not in partitions]
         self._pulling = iter(rest)
         kept: deque[list[KafkaMessage]] = deque()
         for batch in self._inbox:
-            left = [m for m in batch if m.partition() not in partitions]
+            left = [m for m in batch if lane_of((m.topic(), m.partition())) not in partitions]
             self._admitted += len(batch) - len(left)  # never to be taken: out of the buffer
             kept.append(left)
         self._inbox = kept

@@ -1,7 +1,8 @@
 """The consumer library on the broker: `KeyedConsumer` runs one copy of a consumer.
 
 Kafka assigns the source topic's partitions over the copies (consumer group `<name>`, range
-assignment, so retry partition p always goes with source partition p). Records are handed to
+assignment, so retry partition p always goes with source partition p; a composite source's
+group assigns the retry partitions, its lanes, and the storage partitions follow them). Records are handed to
 per-key lanes: many keys of a partition run at once (up to `concurrency`), one record per key at
 a time, in offset order. A partition's offset is committed up to the first record not finished,
 and a record is finished only once its key's new state is in `<name>-state`: a copy killed at
@@ -120,6 +121,11 @@ class KeyedConsumer(
         self._switch_seen_at: float | None = None
         self._held_logged = -1
         self._topics: list[str] = [settings.topic, settings.retry_topic]
+        # A composite source's storage partitions of the lanes, read by a second consumer.
+        self._reader: Consumer | None = None
+        self._reader_guard: FetchGuard | None = None
+        self._reader_idx = 0
+        self._reader_lanes: set[int] = set()
         # Questions about a key: the lane partitions this copy answers for (handed over by the
         # rebalance callbacks to the request reader) and the answers being written.
         self._request_lanes = LaneSet()
@@ -187,6 +193,8 @@ class KeyedConsumer(
         self._consumer = consumer
         # Only starts are checked: a source topic may be compacted (the broker's fetch guard).
         self._guard = broker_for(s).fetch_guard(confluent_seek(consumer), compacted=True)
+        if self._store is not None:
+            self._open_reader()
         subscribed = list(self._topics)
         consumer.subscribe(
             subscribed,

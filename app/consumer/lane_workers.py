@@ -143,7 +143,7 @@ class LaneWorkers:
         if isinstance(head, Work):
             return self._engine.fresh(head)
         return self._engine.fresh_main(
-            idx, lane[0], head.offset(), head.key(), lane[1], head.value(), head.headers()
+            idx, lane[0], head.partition(), head.offset(), head.key(), lane[1], head.value(), head.headers()
         )
 
     async def _run_one(self, item: Item, failed: Exception | None = None) -> None:

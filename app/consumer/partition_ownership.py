@@ -54,6 +54,7 @@ class PartitionOwnership:
 
         @property
         def _lane_topic(self) -> str: ...
+        def _lane_of(self, tp: TP) -> int: ...
         def _purge_inbox(self, partitions: set[int]) -> None: ...
         def _spawn_worker(self) -> None: ...
         async def _write_dlq_marks(self) -> None: ...
@@ -159,7 +160,7 @@ class PartitionOwnership:
             self._retry_paused.discard(p)
         await self._write_dlq_marks()  # the next owner's adoption read starts there
         self._states.forget(mains)
-        return {tp: o for tp, o in offsets.items() if self._may_act(tp[1])}
+        return {tp: o for tp, o in offsets.items() if self._may_act(self._lane_of(tp))}
 
     async def _release(self, tps: list[TP]) -> None:
         """Hand back the leases of these lane partitions, once their last commit is in."""

@@ -11,6 +11,7 @@ from app.consumer.model import ConsumerSettings
 from app.consumer.parts import TP, Commit, Item, Lane
 from app.consumer.progress import KeyLanes, OffsetTracker
 from app.consumer.queues import KafkaStateLog
+from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats
 from app.errors import HubstreamError
 from app.ordered.rules import forgettable, settled
@@ -24,6 +25,7 @@ class PeriodicWork:
     """The periodic part of `KeyedConsumer` (which sets these attributes)."""
 
     settings: ConsumerSettings
+    _source: Source
     member_id: str
     stats: ConsumerStats
     read_idx: int
@@ -36,6 +38,7 @@ class PeriodicWork:
     if TYPE_CHECKING:  # other parts' methods (stubs left at run time would hide them)
 
         def _may_act(self, partition: int) -> bool: ...
+        def _lane_of(self, tp: TP) -> int: ...
 
     # -- event loop: periodic --------------------------------------------------------------------
     async def _forget_loop(self) -> None:
@@ -63,7 +66,8 @@ class PeriodicWork:
                     self._states.checked(p, key)  # until its next write
                     continue
                 idx = state.handled[0] if state.handled is not None else self.read_idx
-                main = self._committed.get((self.settings.source_topic(idx), p))
+                at = p if self._source.k_of(idx) == 1 else self._source.partition_of_key(idx, key)
+                main = self._committed.get((self.settings.source_topic(idx), at))
                 if main is None:
                     continue
                 if forgettable(state, (idx, main[0]), rq_from):
@@ -73,7 +77,8 @@ class PeriodicWork:
     async def _to_commit(self) -> dict[TP, Commit]:
         out = {}
         for tp, tracker in self._trackers.items():
-            owned = tp[1] in self._owned and self._may_act(tp[1])
+            lane = self._lane_of(tp)
+            owned = lane in self._owned and self._may_act(lane)
             commit = _commit_of(tracker, self._committed.get(tp)) if owned else None
             if commit is not None:
                 out[tp] = commit

@@ -20,6 +20,7 @@ from app.consumer.owner import LaneSet
 from app.consumer.parts import TP, Commit, OnLoop
 from app.consumer.progress import OffsetTracker, decode_finished
 from app.consumer.source import Source
+from app.consumer.storage_reading import StorageReading
 from app.crashpoints import crash_point
 from app.errors import HubstreamError
 from app.kafka.broker import FetchGuard
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class PollThread(OnLoop):
+class PollThread(OnLoop, StorageReading):
     """The poll-thread part of `KeyedConsumer` (which sets these attributes)."""
 
     settings: ConsumerSettings
@@ -91,55 +92,56 @@ class PollThread(OnLoop):
                 full = self._buffered + self._posted - self._admitted >= self.settings.buffered
                 full_since = (full_since or time.monotonic()) if full else None
                 full_for = 0.0 if full_since is None else time.monotonic() - full_since
+                self._reader_follow(consumer)
                 flow = self._apply_flow(consumer, flow, full_for > 1.0)
                 if full and full_for <= 1.0:
                     time.sleep(0.002)
                 else:
-                    msgs = self._guarded().admit(consumer.consume(1000, 0.1))
+                    msgs = self._reader_consume(0.05)
+                    msgs += self._guarded().admit(consumer.consume(1000, 0 if msgs else 0.05))
                     if msgs:
                         self._posted += len(msgs)
                         loop.call_soon_threadsafe(self._admit_batch, msgs)
                 if time.monotonic() - highs_at > 1.0:
                     highs_at = time.monotonic()
-                    self._highs = _high_watermarks(consumer)
+                    self._highs = _high_watermarks(consumer) | _high_watermarks(self._reader)
                 if time.monotonic() - committed_at >= self.settings.commit_interval_s:
                     committed_at = time.monotonic()
                     self._commit(consumer, self._in_loop(self._to_commit()))
             # Leaving: drain and commit here (close() does not always hand the partitions back
             # through the revoke callback first, and the next owner would redo what finished).
-            owned = sorted({(tp.topic, tp.partition) for tp in consumer.assignment()} | self._revoking)
+            assigned = [*consumer.assignment(), *self._reader_assignment()]
+            owned = sorted({(tp.topic, tp.partition) for tp in assigned} | self._revoking)
             self._commit(consumer, self._in_loop(self._revoke(owned)))
             self._in_loop(self._release(owned))
         finally:
+            self._close_reader()
             consumer.close()
 
     def _apply_flow(
         self, consumer: Consumer, last: tuple[set[TP], set[TP]], full: bool
     ) -> tuple[set[TP], set[TP]]:
-        """Pause everything while the buffer is full; retry partitions while their head waits;
-        (a composite source) storage partitions not read now. `last`: (owned, paused) as last
-        applied. On a new assignment every partition is set again: a partition paused before a
-        rebalance can come back still paused."""
+        """Pause everything while the buffer is full, and retry partitions while their head
+        waits. `last`: (owned, paused) as last applied. On a new assignment every partition is
+        set again: a partition paused before a rebalance can come back still paused."""
         s = self.settings
-        owned = {(t.topic, t.partition) for t in consumer.assignment()}
+        group = {(t.topic, t.partition) for t in consumer.assignment()}
+        storage = {(t.topic, t.partition) for t in self._reader_assignment()}
+        owned = group | storage
         want = {tp for tp in owned if full or (tp[0] == s.retry_topic and tp[1] in self._retry_paused)}
-        if self._store is not None:
-            want |= {tp for tp in owned if tp[0] != s.retry_topic and not self._reads(tp)}
         if (owned, want) != last:
-            if want:
-                consumer.pause([TopicPartition(t, p) for t, p in want])
-            if owned - want:
-                consumer.resume([TopicPartition(t, p) for t, p in owned - want])
+            for client, mine in ((consumer, group), (self._reader, storage)):
+                if client is None:
+                    continue
+                if want & mine:
+                    client.pause([TopicPartition(t, p) for t, p in want & mine])
+                if mine - want:
+                    client.resume([TopicPartition(t, p) for t, p in mine - want])
         return owned, want
 
     def _in_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    def _reads(self, tp: TP) -> bool:
-        """A composite source: is this storage partition read now (the storage topic being read,
-        and a lane partition this copy owns)?"""
-        return self._source.reads(tp[0], tp[1], self.read_idx, self._owned)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group's new assignment. Of the partitions the rebalance revoked (all of them: range
@@ -153,10 +155,12 @@ class PollThread(OnLoop):
         self._revoking = set()
         if moved:
             log.info("%s: partitions %s moved; finishing what was read of them", self.member_id, moved)
+            moved += self._reader_drop([p for t, p in moved if t == self._lane_topic])
             self._commit(consumer, self._in_loop(self._revoke(moved)))
             self._in_loop(self._release(moved))
             self._request_lanes.remove(p for t, p in moved if t == self._lane_topic)
         fresh = [tp for tp in partitions if (tp.topic, tp.partition) not in kept]
+        fresh_tps = [(tp.topic, tp.partition) for tp in fresh]
         mains = sorted(tp.partition for tp in fresh if tp.topic == self._lane_topic)
         if kept:
             log.info("%s: keeps partitions %s through the rebalance", self.member_id, sorted(kept))
@@ -167,8 +171,8 @@ class PollThread(OnLoop):
             self._in_loop(self._claim_partitions(mains))
         if self._store is None:
             asked = [TopicPartition(t, p) for t in (s.topic, s.retry_topic) for p in mains]
-        else:
-            asked = [TopicPartition(tp.topic, tp.partition) for tp in fresh]
+        else:  # the lanes' retry partitions, and their partitions of the storage topic read
+            asked = [TopicPartition(t, p) for t, p in [*fresh_tps, *self._storage_tps(mains)]]
         committed = consumer.committed(asked, timeout=30) if asked else []
         # Where the kept partitions' reading is: after every record already handed to the loop.
         positions = self._in_loop(self._read_positions(kept))
@@ -194,16 +198,10 @@ class PollThread(OnLoop):
                 for tp in partitions
             ]
         )
+        if self._store is not None and mains:
+            storage = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.topic != s.retry_topic}
+            self._reader_take(mains, storage)
         self._flow_reset = True  # pauses are set again for the whole assignment
-        if self._store is not None:
-            # Storage partitions not read now are paused before anything of them is fetched.
-            hold = [
-                tp
-                for tp in partitions
-                if tp.topic != s.retry_topic and not self._reads((tp.topic, tp.partition))
-            ]
-            if hold:
-                consumer.pause(hold)
 
     async def _read_positions(self, tps: set[TP]) -> dict[TP, int]:
         """The offset after the last record read of each of `tps` (a partition this copy read
@@ -276,14 +274,18 @@ class PollThread(OnLoop):
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._revoking -= {(tp.topic, tp.partition) for tp in partitions}
         self._guarded().forget((tp.topic, tp.partition) for tp in partitions)
-        self._request_lanes.remove(tp.partition for tp in partitions if tp.topic == self._lane_topic)
-        self._in_loop(self._revoke([(tp.topic, tp.partition) for tp in partitions]))
+        lanes = [tp.partition for tp in partitions if tp.topic == self._lane_topic]
+        self._request_lanes.remove(lanes)
+        lost = [(tp.topic, tp.partition) for tp in partitions] + self._reader_drop(lanes)
+        self._in_loop(self._revoke(lost))
 
 
-def _high_watermarks(consumer: Consumer) -> dict[TP, int]:
+def _high_watermarks(consumer: Consumer | None) -> dict[TP, int]:
     """Cached high watermarks of the assigned partitions (poll thread only: consumer calls from
     the event loop could wait on a rebalance callback that waits on the loop)."""
-    highs = {}
+    highs: dict[TP, int] = {}
+    if consumer is None:
+        return highs
     for tp in consumer.assignment():
         try:
             _low, high = consumer.get_watermark_offsets(tp, cached=True)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from app.composite.advance import Drained
 from app.composite.errors import UnknownCompositeTopic
 from app.composite.store import MetadataStore
-from app.consumer.model import ConsumerSettings
+from app.consumer.model import ConsumerSettings, record_key
 from app.consumer.source import Source
 from app.errors import ConfigError
 from app.kafka.admin import KafkaAdmin, TopicSpec, committed_offsets
@@ -50,7 +50,9 @@ def resolve_source(settings: ConsumerSettings, store: MetadataStore | None = Non
     if store is None:
         raise ConfigError(f"composite topic {settings.composite_topic!r}: no metadata store to resolve it")
     try:
-        return Source.of_composite(store.get(settings.composite_topic))
+        return Source.of_composite(
+            store.get(settings.composite_topic), record_keys=settings.key_of is record_key
+        )
     except UnknownCompositeTopic as exc:
         raise ConfigError(
             f"composite topic {settings.composite_topic!r} is not defined in {store.topic} on "

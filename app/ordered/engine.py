@@ -209,7 +209,7 @@ class Engine:
         attempts = failed if failed is not None else (base.failed_attempts if base is not None else 0)
         return InternalMeta(
             main=work.main,
-            main_partition=base.main_partition if base is not None else work.partition,
+            main_partition=base.main_partition if base is not None else work.record.partition,
             message_id=base.message_id if base is not None else self.message_id(work),
             failed_attempts=attempts,
             due_ms=due_ms,

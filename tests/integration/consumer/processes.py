@@ -107,6 +107,6 @@ class Copies:
         path = self.home / f"{label}.log"
         return path.exists() and text in path.read_text()
 
-    def log_tail(self, label: str) -> str:
+    def log_tail(self, label: str, chars: int = 3000) -> str:
         path = self.home / f"{label}.log"
-        return path.read_text()[-3000:] if path.exists() else ""
+        return path.read_text()[-chars:] if path.exists() else ""

@@ -67,32 +67,46 @@ def chain(*partitions: int, pointer: int = 0) -> CompositeTopic:
     return topic
 
 
-def test_a_copy_reads_only_storage_topics_routed_like_the_first() -> None:
+def test_a_copy_reads_the_storage_topics_that_keep_its_lanes_keys_together() -> None:
     same = Source.of_composite(chain(4, 4, 4, pointer=2))
     assert (same.lanes, same.readable_upto) == (4, 2)
     assert same.topics == ["orders.0", "orders.1", "orders.2"]
     drained: Drained = {0: dict.fromkeys(range(4), True), 1: dict.fromkeys(range(4), True)}
     assert same.read_index(0, drained) == 2
     assert not same.held(2)
-    grown = Source.of_composite(chain(4, 4, 8, pointer=2))  # keys of orders.2[q] are in other lanes
-    assert grown.readable_upto == 1
-    assert grown.read_index(0, drained) == 1
-    assert grown.held(1) and not grown.held(0)
-    assert grown.read_index(1, drained) == 1
+    grown = Source.of_composite(chain(4, 4, 8, pointer=2))  # K = 2: lane L is orders.2[2L], [2L+1]
+    assert (grown.readable_upto, grown.k_of(2)) == (2, 2)
+    assert grown.read_index(0, drained) == 2
+    assert grown.partitions_of(2, {1, 3}) == [2, 3, 6, 7]
+    assert grown.partitions_of(1, {1, 3}) == [1, 3]
+    custom_keys = Source.of_composite(chain(4, 4, 8, pointer=2), record_keys=False)
+    assert custom_keys.readable_upto == 1, "another key function need not keep a key in one partition"
+    assert custom_keys.held(1)
+    # 4 -> 6: K = 1 on another base, keys of every lane in every partition
+    rebased = Source.of_composite(chain(4, 6, pointer=1))
+    assert rebased.composite.storage_topics[1].k == 1
+    assert rebased.readable_upto == 0 and rebased.held(0)
     # 8 -> 4 (K=1, base 4) -> 8 (K=2): the same count as T_0 but routed otherwise
     back = Source.of_composite(chain(8, 4, 8, pointer=2))
     assert back.composite.storage_topics[2].k == 2
     assert back.readable_upto == 0
-
-
-def test_a_copy_reads_the_storage_topic_at_its_index_and_only_its_lane_partitions() -> None:
-    source = Source.of_composite(chain(4, 4, pointer=1))
-    assert source.reads("orders.1", 2, 1, {1, 2})
-    assert not source.reads("orders.1", 3, 1, {1, 2}), "another copy owns lane 3"
-    assert not source.reads("orders.0", 2, 1, {1, 2}), "drained storage topics are left paused"
-    assert not source.reads("c-retry", 2, 1, {1, 2})
     plain = Source.of_topic("t", 4)
     assert (plain.lanes, plain.topics, plain.readable_upto, plain.index_of("t")) == (4, ["t"], 0, 0)
+
+
+@pytest.mark.parametrize(("partitions", "k"), [(4, 1), (8, 2), (12, 3), (16, 4)])
+def test_the_router_keeps_every_key_in_its_lanes_partitions(partitions: int, k: int) -> None:
+    """Every key a producer routes into a storage topic of K·B partitions lands in one of the K
+    partitions `partitions_of` gives its T_0 lane, and nowhere else."""
+    topic = chain(4, partitions, pointer=1)
+    source = Source.of_composite(topic)
+    assert source.k_of(1) == k and source.routed_on_lanes(1)
+    for n in range(2_000):
+        key = f"customer-{n}"
+        lane = source.partition_of_key(0, key)
+        at = source.partition_of_key(1, key)
+        assert at in source.partitions_of(1, {lane})
+        assert all(at not in source.partitions_of(1, {other}) for other in range(4) if other != lane)
 
 
 async def test_order_per_key_holds_across_the_switch() -> None:
@@ -163,7 +177,6 @@ async def test_a_copy_moves_on_when_the_group_drained_the_storage_topic(
     assert (copy.read_idx, asked) == (0, []), "the produce pointer has not moved: nothing to ask"
     store.topic = chain(4, 4)
     await follow(store)  # type: ignore[arg-type]
-    assert copy._topics == ["orders.0", "orders.1", "c-retry"], "subscribes to the new storage topic"
     store.topic = chain(4, 4, pointer=1)
     await follow(store)  # type: ignore[arg-type]
     assert (copy.read_idx, asked) == (0, [0]), "orders.0 not drained by the group yet"
@@ -173,7 +186,11 @@ async def test_a_copy_moves_on_when_the_group_drained_the_storage_topic(
     store.topic = chain(4, 4, 8, pointer=2)
     drained[1] = True
     await follow(store)  # type: ignore[arg-type]
-    assert copy.read_idx == 1, "orders.2 routes keys to other lanes: the copy holds"
+    assert copy.read_idx == 2, "orders.2 (K = 2) keeps each lane's keys in two of its partitions"
+    store.topic = chain(4, 4, 8, 6, pointer=3)
+    drained[2] = True
+    await follow(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 2, "orders.3 spreads each lane's keys over all its partitions: the copy holds"
 
 
 async def test_the_grace_period_runs_from_when_the_switch_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,6 +231,7 @@ async def test_a_start_allows_for_a_switcher_clock_behind_its_own(
     copy = KeyedConsumer(composite_settings(switch_grace_s=5.0, clock_skew_s=clock_skew_s), handle)
     await copy._start_composite(_Store(switched))  # type: ignore[arg-type]
     assert copy.read_idx == starts_at
+    assert copy._topics == ["c-retry"], "the group assigns lanes; storage partitions follow them"
 
 
 @pytest.mark.parametrize("field", ["switch_grace_s", "clock_skew_s"])
