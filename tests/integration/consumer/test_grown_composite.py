@@ -74,9 +74,13 @@ async def test_copies_follow_a_storage_topic_with_twice_the_partitions(
     copies = Copies(tmp_path, kafka.bootstrap, name, name)
     try:
         for label in ("a", "b", "c"):
-            copies.start(label, "--concurrency", "16", COMPOSITE_METADATA_TOPIC=env["COMPOSITE_METADATA_TOPIC"])
+            copies.start(
+                label, "--concurrency", "16", COMPOSITE_METADATA_TOPIC=env["COMPOSITE_METADATA_TOPIC"]
+            )
         await wait_until(
-            lambda: all(lanes_of(copies, label) for label in ("a", "b", "c")), 120, "three copies owning lanes"
+            lambda: all(lanes_of(copies, label) for label in ("a", "b", "c")),
+            120,
+            "three copies owning lanes",
         )
         assert await asyncio.to_thread(produce, settings, name, range(BEFORE)) == {f"{name}.0"}
         await wait_until(lambda: len(set(copies.handled())) >= KEYS * BEFORE * 0.9, 120, "orders.0 handled")
@@ -144,7 +148,9 @@ async def test_a_record_off_its_keys_partition_is_dead_lettered_with_the_reason(
     task = asyncio.create_task(consumer.run())
     broker = broker_for(settings)
     try:
-        await wait_until(lambda: len(handled) >= KEYS * 2 + 1 or task.done(), 90, "the routed records handled")
+        await wait_until(
+            lambda: len(handled) >= KEYS * 2 + 1 or task.done(), 90, "the routed records handled"
+        )
         await wait_until(lambda: bool(dead_letters(broker, name)), 30, "the off-route record dead-lettered")
     finally:
         consumer.stop()
