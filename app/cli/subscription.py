@@ -37,6 +37,13 @@ def subscription() -> None:
     "(gets up to SUBSCRIPTION_BATCH_MAX messages per call)",
 )
 @click.option("--timeout-s", type=float, default=10.0, show_default=True)
+@click.option(
+    "--forward-header",
+    "forward_headers",
+    multiple=True,
+    help="--http only: forward just this record header (repeatable; framing headers never go); "
+    "by default every header but hop-by-hop, framing and authority ones",
+)
 @click.option("--shards", type=int, default=1, show_default=True)
 @click.option("--max-attempts", type=int, default=3, show_default=True)
 @click.option(
@@ -55,6 +62,7 @@ def create(
     sink: str | None,
     batch_sink: str | None,
     timeout_s: float,
+    forward_headers: tuple[str, ...],
     shards: int,
     max_attempts: int,
     backoff: str,
@@ -71,7 +79,7 @@ def create(
     ]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --http URL, --sink NAME or --batch-sink NAME")
-    endpoint = EndpointSpec(given[0][0], given[0][1] or "", timeout_s)
+    endpoint = EndpointSpec(given[0][0], given[0][1] or "", timeout_s, forward_headers or None)
     retry = RetryPolicy(max_attempts, Backoff(backoff), min_backoff_s, max_backoff_s)
     registry, metadata = _stores()
     echo_json(

@@ -18,6 +18,7 @@ import aiohttp
 
 from app.ordered.errors import DeliveryFailed
 from app.subscription.errors import EndpointRejected, EndpointUnavailable, InvalidSubscription
+from app.subscription.forwarded_headers import forwarded
 from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 
@@ -86,6 +87,7 @@ class HttpEndpoint:
     def __init__(self, spec: EndpointSpec) -> None:
         self.url = spec.target
         self.timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
+        self.forward_headers = spec.forward_headers
         self._session: aiohttp.ClientSession | None = None
 
     async def __call__(self, message: SubscriptionMessage) -> None:
@@ -99,9 +101,9 @@ class HttpEndpoint:
         }
         if message.owner_epoch is not None:
             ours["X-Owner-Epoch"] = str(message.owner_epoch)
-        # A record's own headers never stand in for ours, whatever their case.
-        reserved = {name.lower() for name in (*ours, "X-Owner-Epoch")}
-        headers = {k: v for k, v in message.headers.items() if k.lower() not in reserved} | ours
+        # A record's own headers never stand in for ours, whatever their case, nor frame the
+        # request or speak for anyone (`forwarded_headers`).
+        headers = forwarded(message.headers, (*ours, "X-Owner-Epoch"), self.forward_headers) | ours
         try:
             async with self._session.post(self.url, data=message.payload, headers=headers) as resp:
                 status = resp.status

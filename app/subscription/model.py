@@ -14,6 +14,7 @@ from typing import Any
 from app.composite.model import check_partition_count
 from app.ordered.policy import OnDlq, RetryPolicy
 from app.subscription.errors import InvalidSubscription
+from app.subscription.forwarded_headers import check_allow_list
 
 __all__ = [
     "ENDPOINT_KINDS",
@@ -48,6 +49,8 @@ class EndpointSpec:
     kind: str
     target: str
     timeout_s: float = 10.0
+    # `http`: the only record headers sent, when given (`app.subscription.forwarded_headers`).
+    forward_headers: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ENDPOINT_KINDS:
@@ -60,13 +63,26 @@ class EndpointSpec:
             raise InvalidSubscription("endpoint target is empty")
         if not 0 < self.timeout_s <= 600:
             raise InvalidSubscription("endpoint timeout_s must be in (0, 600]")
+        if self.forward_headers is not None:
+            if self.kind != "http":
+                raise InvalidSubscription("forwarded headers apply to http endpoints only")
+            object.__setattr__(self, "forward_headers", check_allow_list(self.forward_headers))
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "timeout_s": self.timeout_s}
+        out: dict[str, Any] = {"kind": self.kind, "target": self.target, "timeout_s": self.timeout_s}
+        if self.forward_headers is not None:
+            out["forward_headers"] = list(self.forward_headers)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EndpointSpec:
-        return cls(str(data["kind"]), str(data["target"]), float(data.get("timeout_s", 10.0)))
+        allow = data.get("forward_headers")
+        return cls(
+            str(data["kind"]),
+            str(data["target"]),
+            float(data.get("timeout_s", 10.0)),
+            tuple(str(name) for name in allow) if isinstance(allow, list) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

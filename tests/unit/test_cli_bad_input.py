@@ -1,5 +1,5 @@
 """Bad input to the CLI ends with one `error:` line and exit status 2, never a traceback: a
-malformed --url (before: httpx.InvalidURL or http.client.InvalidURL from inside the client) and
+malformed --url or a subscription forwarding a framing header (before: httpx.InvalidURL or http.client.InvalidURL from inside the client) and
 pipeline definitions that are not UTF-8, give transforms that are not a list, or name a transform
 file with a syntax error or a relative module (before: UnicodeDecodeError, TypeError, SyntaxError)."""
 
@@ -23,6 +23,24 @@ from app.pipeline.errors import InvalidDefinition
         (["batch", "--url", "127.0.0.1:6066", "get", "5"], "is not an http(s) URL with a host"),
         (["pipeline", "--url", "http://127.0.0.1:8083x", "pause", "mirror"], "Port could not be cast"),
         (["pipeline", "--url", "ftp://host/", "pause", "mirror"], "is not an http(s) URL with a host"),
+        (
+            [
+                "subscription",
+                "create",
+                "s",
+                "--topic",
+                "t",
+                "--http",
+                "http://127.0.0.1:1/",
+                "--forward-header",
+                "Host",
+            ],
+            "frames the request",
+        ),
+        (
+            ["subscription", "create", "s", "--topic", "t", "--sink", "x", "--forward-header", "tenant"],
+            "http endpoints only",
+        ),
     ],
 )
 def test_a_malformed_url_is_refused_before_any_request(args: list[str], said: str) -> None:
