@@ -1,5 +1,6 @@
 """Bad input to the CLI ends with one `error:` line and exit status 2, never a traceback: a
-malformed --url or a subscription forwarding a framing header (before: httpx.InvalidURL or http.client.InvalidURL from inside the client) and
+malformed --url (before: httpx.InvalidURL or http.client.InvalidURL from inside the client), a
+subscription forwarding a framing header or forwarding headers to an in-process sink, and
 pipeline definitions that are not UTF-8, give transforms that are not a list, or name a transform
 file with a syntax error or a relative module (before: UnicodeDecodeError, TypeError, SyntaxError)."""
 
