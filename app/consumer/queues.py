@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -15,13 +16,15 @@ from app.crashpoints import crash_point
 from app.kafka.broker import broker_for
 from app.kafka.producing import AsyncProducer, RecordRefused
 from app.kafka.reading import read_from
-from app.ordered.errors import CopyRefused
-from app.ordered.rules import GroupState, Position
+from app.ordered.errors import CopyRefused, UndecodableState
+from app.ordered.rules import GroupState, Position, state_of_record
 from app.ordered.work import Work
 
 Headers = Sequence[tuple[str, bytes]]
 
 __all__ = ["KafkaQueues", "KafkaStateLog"]
+
+log = logging.getLogger(__name__)
 
 
 class KafkaStateLog:
@@ -55,7 +58,12 @@ class KafkaStateLog:
             if msg.value() is None:
                 loaded[msg.partition()].pop(key, None)
                 continue
-            loaded[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
+            try:
+                loaded[msg.partition()][key] = state_of_record(msg.value())
+            except UndecodableState as exc:
+                # as if never written: the key's previous state stands (one bad record must not
+                # keep a partition from being taken over)
+                log.error("%s[%d]@%d: key %r: %s", msg.topic(), msg.partition(), msg.offset(), key, exc)
         self._states.update(loaded)
         self._to_check.update((p, set(states)) for p, states in loaded.items())
         self.dlq_from.update(marks)

@@ -30,11 +30,11 @@ from app.kafka.admin import KafkaAdmin
 from app.kafka.broker import BrokerPort
 from app.kafka.producing import AsyncProducer
 from app.kafka.reading import read_from
-from app.ordered.errors import UndecodableMessage
+from app.ordered.errors import UndecodableMessage, UndecodableState
 from app.ordered.fencing import settle_lanes
 from app.ordered.owner_log import KafkaOwnerLog
 from app.ordered.records import InternalMeta, decode_internal, encode_internal, header_map
-from app.ordered.rules import GroupState, MessageState, on_unsidelined
+from app.ordered.rules import GroupState, MessageState, on_unsidelined, state_of_record
 from app.subscription.replay import DlqEntry, ReplaySelection, select_replays
 
 __all__ = ["ConsumerRunning", "replay_dead_letters"]
@@ -53,7 +53,10 @@ def _newest_states(broker: BrokerPort, topic: str, partitions: list[int]) -> dic
         if msg.value() is None:
             states[msg.partition()].pop(key, None)
         else:
-            states[msg.partition()][key] = GroupState.from_json(orjson.loads(msg.value())["s"])
+            try:
+                states[msg.partition()][key] = state_of_record(msg.value())
+            except UndecodableState:
+                continue  # as if never written: the key's previous state stands
     return states
 
 

@@ -19,6 +19,7 @@ from app.errors import ServiceUnavailable
 __all__ = [
     "AsyncProducer",
     "Delivered",
+    "PlaceUnknown",
     "ProduceFailed",
     "RecordRefused",
     "produce_blocking",
@@ -40,6 +41,13 @@ class RecordRefused(ProduceFailed):
     again cannot help."""
 
     retriable = False
+
+
+class PlaceUnknown(ProduceFailed):
+    """The broker took the record but did not say at which offset: librdkafka's idempotent
+    producer reports a retried batch the broker answers as a duplicate (after a broker restart)
+    as delivered with no offset. A caller that records where its copy is must not record a null:
+    it writes the copy again, and the first one is read as any copy written before a crash."""
 
 
 _REFUSING = frozenset(
@@ -128,10 +136,13 @@ class AsyncProducer:
         future: asyncio.Future[Delivered] = loop.create_future()
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            offset = msg.offset() if err is None else None
             if err is not None:
                 result: Delivered | Exception = produce_failed(f"{msg.topic()}[{msg.partition()}]", err)
+            elif offset is None or offset < 0:
+                result = PlaceUnknown(f"{msg.topic()}[{msg.partition()}]: delivered without an offset")
             else:
-                result = Delivered(msg.topic(), msg.partition(), msg.offset())
+                result = Delivered(msg.topic(), msg.partition(), offset)
             loop.call_soon_threadsafe(settle, future, result)
 
         await self._queued(topic, partition, key, value, list(headers) if headers else None, on_delivery)

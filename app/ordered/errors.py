@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.errors import HubstreamError, InvalidInput
 
-__all__ = ["CopyRefused", "DeliveryFailed", "InvalidPolicy", "UndecodableMessage"]
+__all__ = ["CopyRefused", "DeliveryFailed", "InvalidPolicy", "UndecodableMessage", "UndecodableState"]
 
 
 class InvalidPolicy(InvalidInput):
@@ -22,6 +22,11 @@ class DeliveryFailed(HubstreamError):
 
 class UndecodableMessage(InvalidInput):
     """A record lacks an ordering key (group id) or the headers a retry/DLQ copy must carry."""
+
+
+class UndecodableState(InvalidInput):
+    """A stored group state that does not decode (a field missing, a position holding a null).
+    Its readers take it as a write that never landed: the group's previous state stands."""
 
 
 class CopyRefused(HubstreamError):

@@ -13,6 +13,9 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
+from app.ordered.errors import UndecodableState
 from app.ordered.policy import OnDlq
 
 __all__ = [
@@ -142,6 +145,15 @@ class GroupState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GroupState:
+        """The state `to_json` wrote; UndecodableState for anything else (a reader then keeps
+        the group's previous state, as if this write had never landed)."""
+        try:
+            return cls._from_json(data)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise UndecodableState(f"group state {str(data)[:200]!r} does not decode: {exc!r}") from exc
+
+    @classmethod
+    def _from_json(cls, data: dict[str, Any]) -> GroupState:
         def ms(v: list[int] | None) -> MessageState | None:
             return None if v is None else MessageState(int(v[0]), int(v[1]), int(v[2]), int(v[3]))
 
@@ -160,6 +172,17 @@ class GroupState:
             rq_late=tuple(m for m in (ms(v) for v in data.get("rq_late", ())) if m is not None),
             dlq_discarded=tuple((pos(a), (int(u[0]), int(u[1]))) for a, u in data.get("dlq_discarded", ())),
         )
+
+
+def state_of_record(raw: bytes) -> GroupState:
+    """The GroupState of a stored state record (JSON, the state under "s", as both hosts write
+    it); UndecodableState for a record that does not decode."""
+    try:
+        value = orjson.loads(raw)
+        data = value["s"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise UndecodableState(f"state record {raw[:200]!r} does not decode: {exc!r}") from exc
+    return GroupState.from_json(data)
 
 
 def is_blocked(state: GroupState | None, on_dlq: OnDlq) -> bool:

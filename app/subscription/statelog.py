@@ -7,6 +7,7 @@ partition of the shard that owns the group.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -14,8 +15,12 @@ import orjson
 
 from app.kafka.broker import BrokerPort
 from app.kafka.reading import read_from
+from app.ordered.errors import UndecodableState
+from app.ordered.rules import state_of_record
 
 __all__ = ["SEP", "TABLE_NAME", "changelog_topic", "newest_states", "scan_states", "state_key"]
+
+log = logging.getLogger(__name__)
 
 SEP = "\x1f"
 TABLE_NAME = "subscription-group-state"
@@ -46,10 +51,38 @@ def scan_states(
     def events() -> Iterator[Event]:
         for msg in read_from(broker, starts, timeout_s=timeout_s, group_id=loader, compacted=True):
             key, raw = msg.key() or b"", msg.value()
-            if key.startswith(prefix):
-                yield msg.partition(), key[len(prefix) :].decode(), None if raw is None else orjson.loads(raw)
+            if not key.startswith(prefix):
+                continue
+            group_id = key[len(prefix) :].decode("utf-8", "replace")
+            if raw is None:
+                yield msg.partition(), group_id, None
+                continue
+            value = _decoded(raw)
+            if value is None:  # as if never written: the group's previous record stands
+                log.error(
+                    "%s[%d]@%d: state record of group %r of %s does not decode; "
+                    "the group's previous state stands",
+                    changelog,
+                    msg.partition(),
+                    msg.offset(),
+                    group_id,
+                    subscription,
+                )
+                continue
+            yield msg.partition(), group_id, value
 
     return newest_states(events())
+
+
+def _decoded(raw: bytes) -> dict[str, Any] | None:
+    """A state record's value when it holds an epoch and a GroupState that decode, else None."""
+    try:
+        state_of_record(raw)
+        value = orjson.loads(raw)
+        int(value["e"])
+    except (UndecodableState, KeyError, TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def newest_states(events: Iterable[Event]) -> dict[str, tuple[int, int, dict[str, Any]]]:
