@@ -71,6 +71,6 @@ def run_faust_worker(app: Any, loglevel: str) -> None:
     """
     from faust.worker import Worker
 
-    worker = Worker(app, loglevel=loglevel)
+    worker = Worker(app, loglevel=loglevel, debug=False)  # not F_DEBUG from the environment
     worker.spinner = None
     worker.execute_from_commandline()

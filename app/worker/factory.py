@@ -25,6 +25,11 @@ def create_app(settings: Settings) -> faust.App:
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         settings.app_id,
+        # Faust reads its settings from the environment too, and those win over the ones given
+        # here (WEB_BIND=0.0.0.0 bound past `check_bind`; BROKER_URL, APP_DATADIR, …): hubstream's
+        # settings are the only configuration a worker takes.
+        env={},
+        web_transport="tcp://",
         broker=f"kafka://{settings.bootstrap}",
         store=settings.table_store,
         datadir=str(datadir),
