@@ -123,6 +123,10 @@ class Settings(BaseSettings):
         default=SecretStr(DEV_JWT_SECRET),
         validation_alias="HUB_JWT_SECRET",
     )
+    # Checked when set: actor tokens must then name them (`app.hub.tokens`).
+    hub_jwt_audience: str | None = Field(default=None, min_length=1, validation_alias="HUB_JWT_AUDIENCE")
+    hub_jwt_issuer: str | None = Field(default=None, min_length=1, validation_alias="HUB_JWT_ISSUER")
+    hub_jwt_leeway_s: float = Field(default=30.0, ge=0, le=300, validation_alias="HUB_JWT_LEEWAY_S")
 
     # Faust worker.
     app_id: str = Field(default="hubstream", validation_alias="HUBSTREAM_APP_ID")

@@ -6,7 +6,6 @@ These act as the actor (operator tooling); actors themselves use GET /api/peek a
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -102,8 +101,6 @@ def depth(actor: str) -> None:
 @click.option("--ttl-s", default=3600, show_default=True, type=click.IntRange(1, 86400 * 30))
 def token(actor: str, ttl_s: int) -> None:
     """Mint an HS256 bearer token for the actor API, signed with HUB_JWT_SECRET (for testing)."""
-    import jwt
+    from app.hub.tokens import TokenRules, mint_actor_token
 
-    now = int(time.time())
-    claims = {"sub": _actor(actor), "iat": now, "exp": now + ttl_s}
-    click.echo(jwt.encode(claims, get_settings().hub_jwt_secret.get_secret_value(), algorithm="HS256"))
+    click.echo(mint_actor_token(TokenRules.of(get_settings()), _actor(actor), ttl_s))

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import jwt
 import orjson
 
 from app.errors import ServiceUnavailable
+from app.hub.tokens import TokenRules, mint_actor_token
 
-__all__ = ["DrainReport", "actor_token", "drain_actors"]
+__all__ = ["DrainReport", "drain_actors"]
 
 _RETRIABLE = (aiohttp.ClientError, asyncio.TimeoutError)
 RETRY_FOR_S = 120.0
@@ -44,19 +44,14 @@ class DrainReport:
         return self.drained / self.seconds if self.seconds > 0 else 0.0
 
 
-def actor_token(secret: str, actor: str, ttl_s: int = 3600) -> str:
-    now = int(time.time())
-    return jwt.encode({"sub": actor, "iat": now, "exp": now + ttl_s}, secret, algorithm="HS256")
-
-
 class _Actor:
     """One actor's Peek/Dequeue loop; bookkeeping is shared through the report."""
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, actor: str, secret: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, actor: str, rules: TokenRules) -> None:
         self.session = session
         self.base_url = base_url
         self.actor = actor
-        self.headers = {"Authorization": f"Bearer {actor_token(secret, actor)}"}
+        self.headers = {"Authorization": f"Bearer {mint_actor_token(rules, actor)}"}
         self.seen: set[str] = set()
         self.last_seq: dict[tuple[str, str], int] = {}
 
@@ -117,7 +112,7 @@ class _Actor:
 
 async def drain_actors(
     base_urls: Sequence[str],
-    secret: str,
+    secret: str | TokenRules,
     actors: Sequence[str],
     *,
     expected: int,
@@ -131,13 +126,14 @@ async def drain_actors(
 
     The actors are spread over the workers' actor APIs in `base_urls`, each actor always on the
     same one (a worker's peek after its own dequeue starts from what it learned)."""
+    rules = secret if isinstance(secret, TokenRules) else TokenRules(secret)
     report = DrainReport()
     started = time.monotonic()
     limit = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         members = [
-            _Actor(session, base_urls[i % len(base_urls)].rstrip("/"), actor, secret)
+            _Actor(session, base_urls[i % len(base_urls)].rstrip("/"), actor, rules)
             for i, actor in enumerate(actors)
         ]
 

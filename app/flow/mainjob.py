@@ -43,6 +43,7 @@ from app.flow.readback import (
     subscription_topics,
 )
 from app.flow.watch import FLOW_STAGES, FlowWatch
+from app.hub.tokens import TokenRules
 from app.kafka.broker import broker_for
 from app.ordered.policy import RetryPolicy
 from app.progress import StageFigures, Stages, stage_timeline
@@ -248,7 +249,7 @@ def _drain(
 ) -> DrainReport:
     """Every actor peeks and dequeues until empty, concurrently, through the workers' HTTP actor API."""
     bases = [f"http://127.0.0.1:{settings.web_port + i}" for i in range(workers)]
-    secret = settings.hub_jwt_secret.get_secret_value()
+    tokens = TokenRules.of(settings)
 
     def progress(report: DrainReport) -> None:
         stages.update("drain", report.drained, expected)
@@ -258,7 +259,7 @@ def _drain(
     drained = asyncio.run(
         drain_actors(
             bases,
-            secret,
+            tokens,
             recipients,
             expected=expected,
             deadline_s=settings.hub_save_lease_s + 30,
