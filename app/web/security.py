@@ -71,6 +71,9 @@ def admin_middleware(settings: Settings) -> Any:
     return require_admin_token
 
 
+MIN_ADMIN_TOKEN_CHARS = 32
+
+
 def check_bind(settings: Settings) -> None:
     """ConfigError when the web server would listen beyond loopback without an admin token, or with
     the public development JWT secret (or one too short to resist guessing): anyone could then
@@ -82,6 +85,11 @@ def check_bind(settings: Settings) -> None:
         raise ConfigError(
             f"WEB_HOST={settings.web_host} is not a loopback address: set HUBSTREAM_ADMIN_TOKEN "
             "(it then guards every mutating endpoint) or bind WEB_HOST=127.0.0.1"
+        )
+    if len(token.strip()) < MIN_ADMIN_TOKEN_CHARS:  # one character was accepted: guessed at once
+        raise ConfigError(
+            f"WEB_HOST={settings.web_host} is not a loopback address: HUBSTREAM_ADMIN_TOKEN must be at "
+            f"least {MIN_ADMIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
         )
     secret = settings.hub_jwt_secret.get_secret_value()
     if secret == DEV_JWT_SECRET or len(secret.encode()) < MIN_JWT_SECRET_BYTES:

@@ -34,19 +34,26 @@ def test_binding_beyond_loopback_needs_the_admin_token() -> None:
         check_bind(settings_from(WEB_HOST="0.0.0.0"))
     with pytest.raises(ConfigError, match="HUBSTREAM_ADMIN_TOKEN"):
         check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="  "))
-    check_bind(
-        settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", HUB_JWT_SECRET=STRONG)
-    )
+    check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN=ADMIN, HUB_JWT_SECRET=STRONG))
 
 
 STRONG = "k" * 32
+ADMIN = "a" * 32
+
+
+@pytest.mark.parametrize("token", ["x", "a" * 31, " " + "a" * 30 + " "])
+def test_binding_beyond_loopback_refuses_a_short_admin_token(token: str) -> None:
+    """A one-character admin token was accepted off loopback: guessed in a few requests."""
+    with pytest.raises(ConfigError, match=r"HUBSTREAM_ADMIN_TOKEN must be at least 32 characters"):
+        check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN=token, HUB_JWT_SECRET=STRONG))
+    check_bind(settings_from(WEB_HOST="127.0.0.1", HUBSTREAM_ADMIN_TOKEN=token))  # loopback: any token
 
 
 @pytest.mark.parametrize("secret", [None, "hubstream-local-dev-secret-change-me", "k" * 31])
 def test_binding_beyond_loopback_refuses_the_public_or_a_short_jwt_secret(secret: str | None) -> None:
     extra = {} if secret is None else {"HUB_JWT_SECRET": secret}
     with pytest.raises(ConfigError, match=r"WEB_HOST=0\.0\.0\.0.*HUB_JWT_SECRET.*32 bytes"):
-        check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN="a-long-admin-token", **extra))
+        check_bind(settings_from(WEB_HOST="0.0.0.0", HUBSTREAM_ADMIN_TOKEN=ADMIN, **extra))
     check_bind(settings_from(WEB_HOST="127.0.0.1", **extra))  # loopback: the development secret is fine
 
 
