@@ -21,6 +21,7 @@ from app.subscription.errors import EndpointRejected, EndpointUnavailable, Inval
 from app.subscription.forwarded_headers import forwarded
 from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
+from app.web.security import hide_url_credentials
 
 __all__ = [
     "BatchSink",
@@ -86,6 +87,7 @@ class HttpRejected(HttpFailure, EndpointRejected):
 class HttpEndpoint:
     def __init__(self, spec: EndpointSpec) -> None:
         self.url = spec.target
+        self.shown = hide_url_credentials(spec.target)  # what failures (DLQ headers, logs) name
         self.timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
         self.forward_headers = spec.forward_headers
         self._session: aiohttp.ClientSession | None = None
@@ -109,17 +111,17 @@ class HttpEndpoint:
                 status = resp.status
                 await resp.read()
         except TimeoutError as exc:
-            err: HttpFailure = HttpUnavailable(f"POST {self.url} timed out")
+            err: HttpFailure = HttpUnavailable(f"POST {self.shown} timed out")
             err.timed_out = True
             raise err from exc
         except aiohttp.ClientError as exc:
-            raise HttpUnavailable(f"POST {self.url} failed: {exc}") from exc
+            raise HttpUnavailable(f"POST {self.shown} failed: {hide_url_credentials(str(exc))}") from exc
         if 200 <= status < 300:
             return
         failure: HttpFailure = (
-            HttpUnavailable(f"POST {self.url} answered {status}")
+            HttpUnavailable(f"POST {self.shown} answered {status}")
             if status in (408, 429) or status >= 500
-            else HttpRejected(f"POST {self.url} answered {status}")
+            else HttpRejected(f"POST {self.shown} answered {status}")
         )
         failure.status = status
         raise failure

@@ -115,7 +115,16 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return _BEARER.sub(rf"\g<1>{REDACTED}", text)
+    return hide_url_credentials(_BEARER.sub(rf"\g<1>{REDACTED}", text))
+
+
+# `scheme://user:password@` (or `scheme://token@`) in a URL: the part before the host.
+_URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+
+def hide_url_credentials(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced (endpoint URLs may carry them)."""
+    return _URL_CREDENTIALS.sub(rf"\g<1>{REDACTED}@", text)
 
 
 class _RedactingFactory:

@@ -1,17 +1,19 @@
 """What an HTTP endpoint receives as headers: a record's own headers pass through, but never in
-place of the ones hubstream sets (whatever their case), and the delivering shard's lease epoch
-comes as X-Owner-Epoch. A real aiohttp server on loopback takes the requests."""
+place of the ones hubstream sets (whatever their case), never framing the request or speaking
+for anyone, and the delivering shard's lease epoch comes as X-Owner-Epoch; a failure names the
+endpoint without its credentials. Real servers on loopback take the requests."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from app.subscription.endpoints import HttpEndpoint
+from app.subscription.endpoints import HttpEndpoint, HttpUnavailable
 from app.subscription.model import EndpointSpec
 from app.subscription.records import SubscriptionMessage
 
@@ -132,3 +134,20 @@ async def test_an_allow_list_sends_only_the_named_headers(
     (got,) = seen
     assert got["Authorization"] == "Bearer per-tenant" and got["tenant"] == "acme"
     assert "trace" not in got and got["Host"] != "evil.example"
+
+
+async def test_a_failure_names_the_endpoint_without_its_credentials() -> None:
+    """What a failed delivery says goes into the DLQ copy's headers and the logs: the URL's
+    user and password are hidden there (before, they were written as given)."""
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()  # nothing listens there now: the connection is refused
+    endpoint = HttpEndpoint(EndpointSpec("http", f"http://alice:s3cret@127.0.0.1:{port}/in", 5.0))
+    try:
+        with pytest.raises(HttpUnavailable) as failed:
+            await endpoint(SubscriptionMessage("orders", "g1", "m-1", b"x", 1))
+    finally:
+        await endpoint.close()
+    assert "s3cret" not in str(failed.value) and "alice" not in str(failed.value)
+    assert f"http://***@127.0.0.1:{port}/in" in str(failed.value)

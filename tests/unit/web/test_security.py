@@ -114,3 +114,21 @@ def test_secret_str_stays_secret_in_settings_repr() -> None:
     settings = settings_from(HUBSTREAM_ADMIN_TOKEN="admin-token-under-test")
     assert isinstance(settings.admin_token, SecretStr)
     assert "admin-token-under-test" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("text", "clean"),
+    [
+        (
+            "POST http://alice:s3cret@hooks.example/in answered 500",
+            "POST http://***@hooks.example/in answered 500",
+        ),
+        ("to https://tok3n@api.example:8443/x and back", "to https://***@api.example:8443/x and back"),
+        ("mysql://root:pw@127.0.0.1:3306/db", "mysql://***@127.0.0.1:3306/db"),
+        ("http://hooks.example/in?x=1 has none", "http://hooks.example/in?x=1 has none"),
+        ("mail alice@example.com", "mail alice@example.com"),
+    ],
+)
+def test_credentials_in_urls_never_reach_a_log_line(text: str, clean: str) -> None:
+    """Endpoint URLs may carry credentials; before, they reached DLQ headers and logs as given."""
+    assert redact(text, []) == clean
