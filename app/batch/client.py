@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -25,6 +26,7 @@ import stamina
 from app.batch.errors import BatchClosed, BatchNotFound, PartitionNotReady
 from app.batch.ids import ItemGroup, expand_item_ids
 from app.errors import HubstreamError, InvalidInput
+from app.settings import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +158,11 @@ class BatchClient:
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        # A worker on loopback is never reached through HTTP_PROXY: the proxy would see the token.
+        direct = is_loopback(urlsplit(self.base_url).hostname or "")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout_s, trust_env=not direct
+        )
 
     def close(self) -> None:
         self._http.close()

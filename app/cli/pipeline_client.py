@@ -1,4 +1,4 @@
-"""Blocking client of a pipeline process's HTTP API (standard library only, like BatchClient).
+"""Blocking client of a pipeline process's HTTP API (standard library only).
 
 An error answer raises the HubstreamError it names (UnknownPipeline, UnknownWriter, WriterBusy …) or,
 by status, InvalidInput / NotFound / ConflictError / ServiceUnavailable, with the server's reason.
@@ -16,7 +16,7 @@ import orjson
 
 from app.errors import ConflictError, HubstreamError, InvalidInput, NotFound, ServiceUnavailable
 from app.pipeline.errors import PipelineNotRunning, UnknownPipeline, UnknownWriter, WriterBusy
-from app.settings import Settings
+from app.settings import Settings, is_loopback
 
 __all__ = ["NotAuthorized", "PipelineClient", "ProcessUnreachable", "default_url"]
 
@@ -60,6 +60,10 @@ class PipelineClient:
         self.headers = {"Content-Type": "application/json"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        # A process on loopback is never reached through HTTP_PROXY: the proxy would see the token.
+        direct = is_loopback(urllib.parse.urlsplit(self.base_url).hostname or "")
+        handlers = [urllib.request.ProxyHandler({})] if direct else []
+        self._opener = urllib.request.build_opener(*handlers)
 
     def get(self, path: str, query: dict[str, int] | None = None) -> Any:
         suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
@@ -72,7 +76,7 @@ class PipelineClient:
         url = self.base_url + path
         request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with self._opener.open(request, timeout=self.timeout_s) as response:
                 return self._decode(url, response.read())
         except urllib.error.HTTPError as exc:
             answer = self._decode(url, exc.read())
