@@ -44,7 +44,7 @@ async def test_missing_invalid_or_expired_token_is_401(client: Client, stack: Se
     assert (await client.get("/api/peek")).status == 401
     forged = token(stack, "a1", secret="not-the-secret-but-long-enough-for-hs256")
     assert (await client.get("/api/peek", headers=forged)).status == 401
-    expired = token(stack, "a1", ttl_s=-10)
+    expired = token(stack, "a1", ttl_s=-int(stack.hub_jwt_leeway_s) - 10)  # past the clock leeway
     response = await client.get("/api/peek", headers=expired)
     assert response.status == 401 and "expired" in (await response.json())["reason"]
     assert (await client.delete("/api/dequeue?bundleId=" + str(uuid.uuid4()))).status == 401
