@@ -12,6 +12,7 @@ LINT_PATHS := app agents tables spark_ingest tests bench examples
 install: $(STAMP) $(NPM_STAMP)
 	@sh scripts/ensure_deb.sh /usr/bin/chromium chromium fonts-dejavu-core  # the dashboard's browser test
 	@sh scripts/ensure_deb.sh /usr/sbin/mariadbd mariadb-server  # the binlog reader's own server
+	@sh scripts/ensure_deb.sh /usr/bin/stunnel4 stunnel4  # TLS in front of a test broker (Kafka security tests)
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -18,7 +18,9 @@ __all__ = [
     "DEFAULT_METADATA_TOPIC",
     "EMULATOR_KEY",
     "BrokerKind",
+    "KafkaProtocol",
     "MysqlTarget",
+    "SaslMechanism",
     "Settings",
     "get_settings",
     "is_loopback",
@@ -28,6 +30,8 @@ __all__ = [
 # around, or Apache Kafka (and brokers that answer as it does).
 BrokerKind = Literal["embedded", "kafka"]
 BROKER_KINDS: tuple[BrokerKind, ...] = get_args(BrokerKind)
+KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 # Event containers of the hub on the embedded Cosmos endpoint (see Settings.hub_event_shards).
 EMBEDDED_EVENT_SHARDS = 64
@@ -97,6 +101,25 @@ class Settings(BaseSettings):
     kafka_broker_kind: BrokerKind | None = Field(default=None, validation_alias="KAFKA_BROKER_KIND")
     # Replication factor of every topic hubstream creates (3 is usual on a production cluster).
     kafka_replication_factor: int = Field(default=1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR")
+    # How every Kafka client connects (app.kafka_security): PLAINTEXT, SSL, SASL_PLAINTEXT or
+    # SASL_SSL. The SASL mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the TLS files are PEM.
+    kafka_security_protocol: KafkaProtocol = Field(
+        default="PLAINTEXT", validation_alias="KAFKA_SECURITY_PROTOCOL"
+    )
+    kafka_sasl_mechanism: SaslMechanism | None = Field(default=None, validation_alias="KAFKA_SASL_MECHANISM")
+    kafka_sasl_username: str | None = Field(
+        default=None, min_length=1, validation_alias="KAFKA_SASL_USERNAME"
+    )
+    kafka_sasl_password: SecretStr | None = Field(default=None, validation_alias="KAFKA_SASL_PASSWORD")
+    kafka_ssl_ca_location: Path | None = Field(default=None, validation_alias="KAFKA_SSL_CA_LOCATION")
+    kafka_ssl_certificate_location: Path | None = Field(
+        default=None, validation_alias="KAFKA_SSL_CERTIFICATE_LOCATION"
+    )
+    kafka_ssl_key_location: Path | None = Field(default=None, validation_alias="KAFKA_SSL_KEY_LOCATION")
+    kafka_ssl_key_password: SecretStr | None = Field(default=None, validation_alias="KAFKA_SSL_KEY_PASSWORD")
+    # Whether the broker's certificate must name the host the client dialled (true unless a
+    # private CA's certificates carry no such name).
+    kafka_ssl_check_hostname: bool = Field(default=True, validation_alias="KAFKA_SSL_CHECK_HOSTNAME")
 
     # Cosmos DB: unset means "start the embedded endpoint on http://127.0.0.1:EMBEDDED_COSMOS_PORT"
     # (plain HTTP on the loopback interface only: TLS there cost a tenth of a worker's CPU).

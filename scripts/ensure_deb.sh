@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: ensure_deb.sh PROGRAM PACKAGE...
 # Installs Debian's PACKAGEs when PROGRAM (an absolute path) is absent. Idempotent: does nothing
-# when it is there. Used by `make install` for chromium (the dashboard's browser test) and
+# when it is there. Used by `make install` for chromium (the dashboard's browser test), stunnel4 (TLS tests) and
 # mariadb-server (the binlog reader's own server).
 set -eu
 program="$1"

@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from app.batch.ids import group_item_ids, partition_of_exact
 from app.crashpoints import crash_point
 from app.kafka.producing import produce_blocking
+from app.kafka_security import client_config
 
 __all__ = ["MAX_IDS_PER_RECORD", "AckProducer", "AckRecord", "ack_records", "send_acks"]
 
@@ -63,7 +64,7 @@ class AckProducer:
         self.failed = 0  # records the broker refused for good since the last flush
         self.last_error: str | None = None
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **(config or {})}
+            client_config(bootstrap, **{"linger.ms": 5, "enable.idempotence": True, **(config or {})})
         )
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:

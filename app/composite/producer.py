@@ -23,6 +23,7 @@ from app.kafka.producing import (
     produce_blocking,
     produce_failed,
 )
+from app.kafka_security import client_config
 from app.settings import Settings
 
 __all__ = [
@@ -59,15 +60,17 @@ LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000_000  # the largest message.max.bytes li
 
 
 def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap,
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 500000,
-        "compression.type": "none",
-        "message.max.bytes": max(settings.max_payload_bytes + 65536, 1_000_000),
-    }
+    config = client_config(
+        settings.bootstrap,
+        **{
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 500000,
+            "compression.type": "none",
+            "message.max.bytes": max(settings.max_payload_bytes + 65536, 1_000_000),
+        },
+    )
     config.update(overrides)
     return config
 

@@ -20,6 +20,7 @@ from app.kafka.broker import BrokerPort
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import produce_blocking
 from app.kafka.reading import read_from, read_topic
+from app.kafka_security import client_config
 from app.ordered.errors import UndecodableMessage
 from app.ordered.records import decode_internal, header_map, user_headers
 
@@ -84,7 +85,7 @@ class KafkaAsking:
         return self.broker.end_offsets([(self.replies_topic, 0)])[0]
 
     def send(self, partitions: list[int], request: Request) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
+        producer = Producer(client_config(self.bootstrap, **{"linger.ms": 0}))
         value, key = encode_request(request), request.key.encode()
         for p in partitions:
             crash_point("consumer.state.request")

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from app.errors import ConfigError, ServiceUnavailable
 from app.kafka.consuming import offset_client
+from app.kafka_security import client_config
 from app.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class KafkaAdmin:
     def __init__(self, bootstrap: str, replication_factor: int = 1) -> None:
         self.bootstrap = bootstrap
         self.replication_factor = replication_factor
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._admin = AdminClient(client_config(bootstrap))
 
     def topics(self, timeout_s: float = 10.0) -> dict[str, int]:
         """Existing topics and their partition counts."""

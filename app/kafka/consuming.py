@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer
 
+from app.kafka_security import client_config
+
 __all__ = [
     "Reset",
     "group_member",
@@ -33,13 +35,15 @@ Overrides = Mapping[str, Any] | None
 def _config(
     bootstrap: str, group_id: str, profile: Mapping[str, Any], overrides: Overrides
 ) -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        # librdkafka wants a group even where none is joined: it names the offsets committed or looked up.
-        "group.id": group_id,
-        # Commits are the caller's, of positions it has finished with; none behind its back.
-        "enable.auto.commit": False,
-    }
+    conf = client_config(
+        bootstrap,
+        **{
+            # librdkafka wants a group even where none is joined: it names the offsets committed or looked up.
+            "group.id": group_id,
+            # Commits are the caller's, of positions it has finished with; none behind its back.
+            "enable.auto.commit": False,
+        },
+    )
     conf.update(profile)
     conf.update(overrides or {})
     return conf

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from app.errors import ServiceUnavailable
+from app.kafka_security import client_config
 
 __all__ = [
     "AsyncProducer",
@@ -107,12 +108,14 @@ class Delivered:
 
 class AsyncProducer:
     def __init__(self, bootstrap: str, *, name: str = "producer", **config: Any) -> None:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "message.max.bytes": 1_000_000_000,  # copies of records the broker already holds
-        }
+        conf = client_config(
+            bootstrap,
+            **{
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.max.bytes": 1_000_000_000,  # copies of records the broker already holds
+            },
+        )
         conf.update(config)
         self._producer = Producer(conf)
         self._closed = False

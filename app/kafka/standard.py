@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from app.errors import ServiceUnavailable
+from app.kafka_security import client_config
 
 __all__ = ["OffsetLister", "PassThroughGuard", "StandardBroker"]
 
@@ -62,7 +63,7 @@ class StandardBroker:
 
     def __init__(self, bootstrap: str, lister: Callable[[], OffsetLister] | None = None) -> None:
         self.bootstrap = bootstrap
-        self._open = lister or (lambda: AdminClient({"bootstrap.servers": bootstrap}))
+        self._open = lister or (lambda: AdminClient(client_config(bootstrap)))
         self._lister: OffsetLister | None = None
         self._lock = threading.Lock()
 

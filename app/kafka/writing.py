@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError, Producer
 
 from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
+from app.kafka_security import client_config
 
 __all__ = ["produce_confirmed"]
 
@@ -18,7 +19,7 @@ def produce_confirmed(
     """Write one record (None: a tombstone); ServiceUnavailable when the broker refused it or did
     not confirm it within `timeout_s` (the caller's command fails and may be run again)."""
     crash_point(point)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer(client_config(bootstrap, **{"enable.idempotence": True}))
     errors: list[str] = []
 
     def on_delivery(err: KafkaError | None, _msg: object) -> None:

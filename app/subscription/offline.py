@@ -21,6 +21,7 @@ from app.crashpoints import crash_point
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin
 from app.kafka.broker import broker_for
+from app.kafka_security import client_config
 from app.ordered.rules import GroupState
 from app.settings import Settings
 from app.subscription.model import Subscription
@@ -62,7 +63,7 @@ def write_states(
     the epoch when there was any. `point` names the crash point of the state writes."""
     changelog = changelog_topic(settings.app_id)
     mq = metadata.get(sub.topic).current
-    producer = Producer({"bootstrap.servers": settings.bootstrap, "enable.idempotence": True})
+    producer = Producer(client_config(settings.bootstrap, **{"enable.idempotence": True}))
     errors: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:

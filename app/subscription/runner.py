@@ -23,6 +23,7 @@ from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets
 from app.kafka.broker import FetchGuard, broker_for
+from app.kafka_security import kafka_security
 from app.ordered.errors import UndecodableMessage
 from app.ordered.lease import Lease
 from app.ordered.orphans import Queue
@@ -166,6 +167,7 @@ class ShardRunner(ShardForgetting, ShardAdoption):
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            **kafka_security().aiokafka(),
         )
         await self._consumer.start()
         consumer = self._consumer

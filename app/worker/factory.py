@@ -8,12 +8,27 @@ import faust
 
 from app import crashpoints
 from app.kafka.broker import broker_for
+from app.kafka_security import KafkaSecurity
 from app.observability.metrics import http_middleware
 from app.settings import Settings
 from app.web.responses import MAX_BODY_BYTES, json_errors
 from app.web.security import admin_middleware, check_bind, install_log_redaction
 
 __all__ = ["create_app"]
+
+
+def faust_credentials(security: KafkaSecurity) -> faust.types.auth.CredentialsT | None:
+    """Faust's `broker_credentials` for the process's Kafka security; None for PLAINTEXT."""
+    if security.sasl:
+        return faust.SASLCredentials(
+            username=security.sasl_username,
+            password=security.sasl_password,
+            ssl_context=security.ssl_context(),
+            mechanism=security.sasl_mechanism,
+        )
+    if security.tls:
+        return faust.SSLCredentials(security.ssl_context())
+    return None
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -31,6 +46,7 @@ def create_app(settings: Settings) -> faust.App:
         env={},
         web_transport="tcp://",
         broker=f"kafka://{settings.bootstrap}",
+        broker_credentials=faust_credentials(KafkaSecurity.from_settings(settings)),
         store=settings.table_store,
         datadir=str(datadir),
         topic_partitions=settings.table_partitions,

@@ -1,4 +1,5 @@
-"""Helpers for subscription integration tests: worker subprocesses and a failing HTTP endpoint.
+"""Helpers for subscription integration tests: worker subprocesses, a failing HTTP endpoint and
+the order rule over its delivery log.
 
 Subscriptions need only the broker, so `stack` and `metadata` are overridden here to start or
 reuse the broker alone: a busy Cosmos endpoint must not fail these tests. A broker that does not
@@ -13,7 +14,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from app.subscription import ops
 from app.subscription.model import EndpointSpec, Subscription
 from app.subscription.registry import SubscriptionRegistry
 from tests.support.spawn import spawn_logged
+from tests.unit.modelcheck.endpoint_order import Seen
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +48,7 @@ class Workers:
     app_id: str
     settings: Settings
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # more of the workers' and CLI's environment
 
     @property
     def registry_topic(self) -> str:
@@ -64,6 +67,7 @@ class Workers:
             "KAFKA_BROKER_KIND": self.settings.broker_kind,
             # a registry of its own, so test workers never run other tests' subscriptions
             "SUBSCRIPTION_REGISTRY_TOPIC": self.registry_topic,
+            **self.env,
         }
 
     def cli(self, *args: str) -> Any:
@@ -164,6 +168,28 @@ async def endpoint() -> AsyncIterator[Endpoint]:
     ep.url = f"http://127.0.0.1:{port}/deliver"
     yield ep
     await runner.cleanup()
+
+
+def assert_group_order(endpoint: Endpoint, produced: Iterable[int], groups: int) -> None:
+    """The order rule, per group, over what `endpoint` took of the messages `produced` (seqs sent
+    by `produce_groups` over `groups` groups): a replay may repeat messages, but a group never
+    sees an older message after a newer one unless the whole run after it follows again (`Seen`
+    of tests/unit/modelcheck/endpoint_order.py), and every group ends on its newest message.
+    Whether every message came is the caller's check; a group that took nothing fails here."""
+    newest: dict[str, int] = {}
+    for seq in produced:
+        group = f"g{seq % groups}"
+        newest[group] = max(seq, newest.get(group, seq))
+    strays = sorted(set(endpoint.delivered) - set(newest))
+    assert not strays, f"deliveries for groups never produced: {strays}"
+    for group, last in newest.items():
+        seqs = endpoint.delivered.get(group, [])
+        seen = Seen()
+        for seq in seqs:
+            seen = seen.took(seq)
+        assert seen.broken is None, f"{group}: {seen.broken}: {seqs}"
+        assert not seen.expect, f"{group}: a replay never caught up: {seqs}"
+        assert seqs and seqs[-1] == last, f"{group} ends on {seqs[-1] if seqs else None}, not {last}"
 
 
 def started_http_subscription(

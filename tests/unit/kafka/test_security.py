@@ -1,0 +1,146 @@
+"""Kafka security settings: what each client library is given, and the settings refused."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import faust
+import pytest
+
+from app.errors import ConfigError
+from app.kafka_security import KafkaSecurity, client_config
+from app.settings import Settings
+from app.worker.factory import faust_credentials
+
+BOOTSTRAP = {"KAFKA_BOOTSTRAP": "kafka.example:9093"}
+
+
+def security(**env: Any) -> KafkaSecurity:
+    return KafkaSecurity.from_settings(Settings(**{**BOOTSTRAP, **env}))
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate and its key (the CA of the tests that load a context)."""
+    folder = tmp_path_factory.mktemp("pem")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+        ],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return folder / "cert.pem", folder / "key.pem"
+
+
+def test_plaintext_is_the_default_and_adds_nothing_to_a_client() -> None:
+    plain = security()
+    assert plain.librdkafka() == {"security.protocol": "PLAINTEXT"}
+    assert plain.aiokafka() == {"security_protocol": "PLAINTEXT"}
+    assert plain.ssl_context() is None and faust_credentials(plain) is None
+
+
+def test_sasl_over_tls_reaches_all_three_client_libraries(pem: tuple[Path, Path]) -> None:
+    cert, key = pem
+    sasl = security(
+        KAFKA_SECURITY_PROTOCOL="SASL_SSL",
+        KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
+        KAFKA_SASL_USERNAME="svc",
+        KAFKA_SASL_PASSWORD="s3cret",
+        KAFKA_SSL_CA_LOCATION=str(cert),
+        KAFKA_SSL_CERTIFICATE_LOCATION=str(cert),
+        KAFKA_SSL_KEY_LOCATION=str(key),
+    )
+    assert sasl.librdkafka() == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": "s3cret",
+        "ssl.endpoint.identification.algorithm": "https",
+        "ssl.ca.location": str(cert),
+        "ssl.certificate.location": str(cert),
+        "ssl.key.location": str(key),
+    }
+    kwargs = sasl.aiokafka()
+    assert kwargs["security_protocol"] == "SASL_SSL" and kwargs["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == ("svc", "s3cret")
+    context = kwargs["ssl_context"]
+    assert isinstance(context, ssl.SSLContext) and context.check_hostname
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    credentials = faust_credentials(sasl)
+    assert isinstance(credentials, faust.SASLCredentials)
+    assert credentials.protocol.value == "SASL_SSL" and credentials.mechanism.value == "SCRAM-SHA-512"
+
+
+def test_tls_without_a_hostname_check_still_verifies_the_chain(pem: tuple[Path, Path]) -> None:
+    tls = security(
+        KAFKA_SECURITY_PROTOCOL="SSL", KAFKA_SSL_CA_LOCATION=str(pem[0]), KAFKA_SSL_CHECK_HOSTNAME="false"
+    )
+    assert tls.librdkafka()["ssl.endpoint.identification.algorithm"] == "none"
+    context = tls.ssl_context()
+    assert context is not None and not context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    assert isinstance(faust_credentials(tls), faust.SSLCredentials)
+
+
+def test_a_client_keeps_its_own_options_next_to_the_security() -> None:
+    conf = client_config("127.0.0.1:9092", **{"linger.ms": 5})
+    assert conf == {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "PLAINTEXT", "linger.ms": 5}
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        (
+            {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "PLAIN"},
+            "needs KAFKA_SASL_USERNAME",
+        ),
+        ({"KAFKA_SASL_USERNAME": "svc"}, "KAFKA_SASL_USERNAME set, but KAFKA_SECURITY_PROTOCOL=PLAINTEXT"),
+        (
+            {
+                "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "KAFKA_SSL_CA_LOCATION": "/etc/hosts",
+                "KAFKA_SASL_MECHANISM": "PLAIN",
+                "KAFKA_SASL_USERNAME": "u",
+                "KAFKA_SASL_PASSWORD": "p",
+            },
+            "KAFKA_SSL_CA_LOCATION set, but",
+        ),
+        ({"KAFKA_SSL_KEY_PASSWORD": "k"}, "KAFKA_SSL_KEY_PASSWORD set, but"),
+        ({"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CA_LOCATION": "/nonexistent/ca.pem"}, "no such file"),
+        ({"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CERTIFICATE_LOCATION": "/etc/hosts"}, "needs both"),
+    ],
+)
+def test_a_credential_the_protocol_would_not_use_is_refused(env: dict[str, str], reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        security(**env)
+
+
+def test_the_embedded_broker_takes_plaintext_only() -> None:
+    with pytest.raises(ConfigError, match="needs KAFKA_BOOTSTRAP"):
+        KafkaSecurity.from_settings(Settings(KAFKA_SECURITY_PROTOCOL="SSL"))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("KAFKA_SECURITY_PROTOCOL", "TLS"), ("KAFKA_SASL_MECHANISM", "GSSAPI")]
+)
+def test_an_unknown_protocol_or_mechanism_is_a_settings_error(name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        Settings(**{**BOOTSTRAP, name: value})
