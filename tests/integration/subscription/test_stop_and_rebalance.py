@@ -27,12 +27,12 @@ from app.subscription.registry import SubscriptionRegistry
 from tests.integration.subscription.conftest import (
     Endpoint,
     Workers,
+    assert_group_order,
     produce_groups,
     shards_running,
     started_http_subscription,
 )
 from tests.support.waiting import async_wait_until
-from tests.unit.modelcheck.endpoint_order import Seen
 
 GROUPS = 50
 LONG_LEASE_S = 35
@@ -92,11 +92,7 @@ async def test_a_stop_fences_a_paused_worker_which_acts_no_more_once_resumed(
             180,
             "every message delivered after the restart",
         )
-        for group, seqs in endpoint.delivered.items():  # what leaked is repeated as a whole run
-            seen = Seen()
-            for seq in seqs:
-                seen = seen.took(seq)
-            assert seen.broken is None and not seen.expect, f"{group}: {seen.broken}: {seqs}"
+        assert_group_order(endpoint, range(MESSAGES), GROUPS)  # what leaked is repeated as a whole run
     finally:
         registry.close()
 
