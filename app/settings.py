@@ -24,6 +24,7 @@ __all__ = [
     "Settings",
     "get_settings",
     "is_loopback",
+    "is_wildcard",
 ]
 
 # Which broker answers (app.kafka.broker): the embedded Tansu broker, whose quirks hubstream works
@@ -47,6 +48,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
     except ValueError:
         return False  # a host name other than localhost may resolve anywhere
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether `host` is a bind-everything address (0.0.0.0, ::) or empty, which names no host."""
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_unspecified
+    except ValueError:
+        return not host.strip()
 
 
 class MysqlTarget:
@@ -141,6 +150,10 @@ class Settings(BaseSettings):
     # Worker web server (API, dashboard, metrics).
     web_host: str = Field(default="127.0.0.1", validation_alias="WEB_HOST")
     web_port: int = Field(default=6066, ge=1, le=65535, validation_alias="WEB_PORT")
+    # The URL other workers and the dashboard reach this worker at (batch requests are forwarded
+    # to the owning worker's URL). Unset: http://WEB_HOST:WEB_PORT, which a wildcard WEB_HOST
+    # cannot give (peers would call themselves), so such a worker needs it set.
+    web_advertised_url: str | None = Field(default=None, validation_alias="WEB_ADVERTISED_URL")
     admin_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_ADMIN_TOKEN")
     hub_jwt_secret: SecretStr = Field(
         default=SecretStr(DEV_JWT_SECRET),
@@ -230,6 +243,27 @@ class Settings(BaseSettings):
     # after its last confirmed read of the owner log; a takeover from an owner that did not release
     # its lane waits this long.
     subscription_lease_s: float = Field(default=10.0, ge=1.0, validation_alias="SUBSCRIPTION_LEASE_S")
+
+    @property
+    def advertised_url(self) -> str:
+        """WEB_ADVERTISED_URL, or http://WEB_HOST:WEB_PORT; ConfigError when neither names a host
+        that others can reach."""
+        if self.web_advertised_url is None:
+            if is_wildcard(self.web_host):
+                raise ConfigError(
+                    f"WEB_HOST={self.web_host} binds every interface and names none: set WEB_ADVERTISED_URL "
+                    f"to the URL other workers reach this one at (e.g. http://worker-1:{self.web_port})"
+                )
+            host = self.web_host.strip().strip("[]")
+            return f"http://{f'[{host}]' if ':' in host else host}:{self.web_port}"
+        url = urlparse(self.web_advertised_url)
+        if url.scheme not in ("http", "https") or not url.hostname or is_wildcard(url.hostname):
+            raise ConfigError(f"WEB_ADVERTISED_URL={self.web_advertised_url}: expected http(s)://HOST:PORT")
+        if url.username or url.password or url.path not in ("", "/") or url.query or url.fragment:
+            raise ConfigError(
+                f"WEB_ADVERTISED_URL={self.web_advertised_url}: a worker's URL is scheme, host and port only"
+            )
+        return f"{url.scheme}://{url.netloc}"
 
     @property
     def embedded_kafka(self) -> bool:

@@ -55,6 +55,7 @@ def create_app(settings: Settings) -> faust.App:
         web_host=settings.web_host,
         web_port=settings.web_port,
         web_bind=settings.web_host,
+        canonical_url=settings.advertised_url,  # what peers forward to; ConfigError for a bare wildcard
         broker_session_timeout=settings.broker_session_timeout_s,
         broker_rebalance_timeout=settings.broker_rebalance_timeout_s,
         broker_heartbeat_interval=1.0,

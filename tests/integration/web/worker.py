@@ -90,7 +90,8 @@ class Worker:
 def start_worker(env: dict[str, str], home: Path, ready_path: str = "/api/v1/batch/status") -> Worker:
     """Start `hubstream worker` and wait until its batch partitions are served (the app is running)."""
     port = free_port()
-    env = {**env, "WEB_PORT": str(port)}
+    # advertised as the test reaches it, also when bound to every interface (WEB_HOST=0.0.0.0)
+    env = {"WEB_ADVERTISED_URL": f"http://127.0.0.1:{port}", **env, "WEB_PORT": str(port)}
     home.mkdir(parents=True, exist_ok=True)
     proc = spawn_logged(
         [str(HUBSTREAM), "worker", "--loglevel", "info"],
