@@ -55,6 +55,7 @@ class MainFlowRun:
     recipients: int
     invalid: int
     crash_at: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. another broker and its security
     home: Path = field(init=False)
     base_port: int = field(init=False)
     env: dict[str, str] = field(init=False)
@@ -81,6 +82,7 @@ class MainFlowRun:
             "BROKER_SESSION_TIMEOUT_S": "6",
             "BROKER_REBALANCE_TIMEOUT_S": "6",
         }
+        self.env.update(self.extra_env)
         if self.crash_at:
             self.env["HUBSTREAM_CRASH_AT"] = self.crash_at
 
@@ -203,8 +205,9 @@ def main_flow(
     recipients: int,
     invalid: int,
     crash_at: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[MainFlowRun]:
-    run = MainFlowRun(stack, unique, tmp_path, events, recipients, invalid, crash_at)
+    run = MainFlowRun(stack, unique, tmp_path, events, recipients, invalid, crash_at, dict(extra_env or {}))
     try:
         run.start()
         yield run
