@@ -5,11 +5,11 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlparse
 
-from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.errors import ConfigError
 
@@ -154,7 +154,14 @@ class Settings(BaseSettings):
     # to the owning worker's URL). Unset: http://WEB_HOST:WEB_PORT, which a wildcard WEB_HOST
     # cannot give (peers would call themselves), so such a worker needs it set.
     web_advertised_url: str | None = Field(default=None, validation_alias="WEB_ADVERTISED_URL")
+    # More host names a request's Host may name (comma-separated), besides addresses, localhost and
+    # WEB_ADVERTISED_URL's host: e.g. a load balancer's name (app.web.browser_guard).
+    web_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias="WEB_ALLOWED_HOSTS"
+    )
     admin_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_ADMIN_TOKEN")
+    # With an admin token set, reads need a token too: the admin token or this one, which reads only.
+    read_token: SecretStr | None = Field(default=None, validation_alias="HUBSTREAM_READ_TOKEN")
     hub_jwt_secret: SecretStr = Field(
         default=SecretStr(DEV_JWT_SECRET),
         validation_alias="HUB_JWT_SECRET",
@@ -243,6 +250,13 @@ class Settings(BaseSettings):
     # after its last confirmed read of the owner log; a takeover from an owner that did not release
     # its lane waits this long.
     subscription_lease_s: float = Field(default=10.0, ge=1.0, validation_alias="SUBSCRIPTION_LEASE_S")
+
+    @field_validator("web_allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
 
     @property
     def advertised_url(self) -> str:

@@ -197,9 +197,12 @@ class DashboardService:
 
     async def _peer_local(self, peer: str) -> dict[str, Any]:
         url = URL(peer).with_path("/api/dashboard/local")
+        headers = {PEER_HEADER: "1"}
+        if self.settings.admin_token is not None:  # the workers of one app share their tokens
+            headers["Authorization"] = f"Bearer {self.settings.admin_token.get_secret_value()}"
         try:
             async with self.app.http_client.get(
-                url, headers={PEER_HEADER: "1"}, timeout=self.config.peer_timeout_s
+                url, headers=headers, timeout=self.config.peer_timeout_s
             ) as response:
                 data = orjson.loads(await response.read())
                 if response.status != 200:

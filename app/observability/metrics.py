@@ -23,6 +23,8 @@ format would show mangled).
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import platform
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -53,7 +55,8 @@ enable_legacy_validation()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what `generate_latest` writes (CONTENT_TYPE_LATEST says 1.0.0)
 DEFAULT_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-REGISTRY = CollectorRegistry()  # the project's, not prometheus_client's global one (no process_* series)
+REGISTRY = CollectorRegistry()  # the project's, not prometheus_client's global one (no python_* series)
+prometheus_client.ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, memory, fds, start time
 
 
 def counter(
@@ -137,6 +140,20 @@ HTTP_REQUESTS = counter(
     "hubstream_http_requests", "HTTP requests served, by route template", ("method", "route", "status")
 )
 HTTP_LATENCY = histogram("hubstream_http_request_seconds", "HTTP request handling time", ("method", "route"))
+
+# -- which build answers: one series of value 1, its labels the versions --------------------------
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hubstream")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+gauge("hubstream_build_info", "hubstream's version and Python's (value 1)", ("version", "python")).labels(
+    version=_version(), python=platform.python_version()
+).set(1)
 
 
 @functools.lru_cache(maxsize=1024)

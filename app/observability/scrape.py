@@ -99,16 +99,16 @@ def _dashboard(data: dict[str, Any], out: _Families) -> None:
                 pipeline=pipeline["name"],
                 writer=writer["name"],
             )
-    for batch in data.get("batches") or []:
-        if batch["kind"] == "exact" and not batch["is_complete"]:
-            for state in ("acked", "total"):
-                out.gauge(
-                    "hubstream_batch_items",
-                    "Items of an open exact batch (acked and total)",
-                    batch[f"{state}_items"],
-                    batch=batch["batch_id"],
-                    state=state,
-                )
+    # Totals only: a label per batch id or per actor would grow a series for each of them (the
+    # dashboard and the batch API name them).
+    open_exact = [b for b in data.get("batches") or [] if b["kind"] == "exact" and not b["is_complete"]]
+    for state in ("acked", "total"):
+        out.gauge(
+            "hubstream_batch_items",
+            "Items of the open exact batches (acked and total)",
+            sum(b[f"{state}_items"] for b in open_exact),
+            state=state,
+        )
     out.gauge(
         "hubstream_batches_open",
         "Batches not complete",
@@ -116,13 +116,16 @@ def _dashboard(data: dict[str, Any], out: _Families) -> None:
     )
     hub = data.get("hub")
     if hub:
-        for row in hub["actors"]:
-            out.gauge(
-                "hubstream_hub_queue_depth",
-                "Unacknowledged events per actor",
-                row["depth"],
-                actor=row["actor"],
-            )
+        depths = [row["depth"] for row in hub["actors"]]
+        out.gauge("hubstream_hub_queue_depth", "Unacknowledged events of all actors", sum(depths))
+        out.gauge(
+            "hubstream_hub_queue_depth_max",
+            "Unacknowledged events of the most behind actor",
+            max(depths, default=0),
+        )
+        out.gauge(
+            "hubstream_hub_actors_behind", "Actors with unacknowledged events", sum(1 for d in depths if d)
+        )
 
 
 def _shards(shards: list[dict[str, Any]], out: _Families) -> None:

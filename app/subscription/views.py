@@ -2,7 +2,8 @@
 
 GET /subscriptions/shards                       this worker's shards: counters, blocked groups
 GET /subscriptions/{name}/groups/{group_id}     a group's GroupState (from the owning shard here)
-GET /subscriptions/{name}/lag                   lag per shard of MQ and RQ, DLQ depth (parked)
+GET /subscriptions/{name}/lag                   lag per shard of MQ and RQ, DLQ depth (parked);
+                                                the same answer for LAG_ANSWER_S, one computed at a time
 GET /subscriptions/{name}/blocked               groups blocked by a DLQ'd message, on this worker
 
 `SubscriptionViews` holds framework-neutral aiohttp handlers (`routes()` for tests and embedders);
@@ -29,14 +30,18 @@ from app.subscription.api_models import (
 from app.subscription.errors import UnknownSubscription
 from app.subscription.ops import lag_report
 from app.subscription.supervisor import Supervisor
+from app.web.recent_answers import RecentAnswers
 from app.web.responses import guarded, model_response
 
 __all__ = ["SubscriptionViews", "register_views"]
+
+LAG_ANSWER_S = 2.0  # each answer builds Kafka clients: asked in a loop, it is built once per this
 
 
 class SubscriptionViews:
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
+        self._lag: RecentAnswers[str, dict[str, Any]] = RecentAnswers(LAG_ANSWER_S)
 
     async def _known(self, name: str) -> None:
         subs = await asyncio.to_thread(self.supervisor.registry.refresh)
@@ -76,7 +81,10 @@ class SubscriptionViews:
     async def lag(self, request: web.Request) -> web.StreamResponse:
         sup = self.supervisor
         name = request.match_info["name"]
-        report = await asyncio.to_thread(lag_report, sup.settings, sup.registry, sup.metadata, name)
+        await self._known(name)  # an unknown name costs no clients and takes no place in the cache
+        report = await self._lag.get(
+            name, lambda: asyncio.to_thread(lag_report, sup.settings, sup.registry, sup.metadata, name)
+        )
         return model_response(SubscriptionLag.model_validate(report))
 
     @guarded

@@ -1,9 +1,9 @@
 """Web server security: the admin-token middleware, the bind check, and log redaction.
 
 - `admin_middleware`: when HUBSTREAM_ADMIN_TOKEN is set, every mutating request (POST, PUT, PATCH,
-  DELETE) needs `Authorization: Bearer <token>`, except the actor endpoints (/api/peek*,
-  /api/dequeue), which authenticate actors with their own JWTs. Reads stay open (the dashboard is
-  read-only).
+  DELETE) needs `Authorization: Bearer <token>`, and every read but OPEN_READS needs it or
+  HUBSTREAM_READ_TOKEN; the actor endpoints (/api/peek*, /api/dequeue) authenticate actors with
+  their own JWTs instead.
 - `check_bind`: a worker refuses to listen on a non-loopback WEB_HOST without an admin token.
 - `install_log_redaction`: every log record is scrubbed of the admin token, the hub JWT secret,
   the Cosmos key, the MySQL password and any `Bearer <token>` before a handler sees it.
@@ -49,23 +49,48 @@ def is_actor_path(path: str) -> bool:
     return path == "/api/peek" or path.startswith("/api/peek/") or path == "/api/dequeue"
 
 
+# Reads that stay open with a token set: no data in them (the dashboard's page is a shell whose
+# script asks /api/dashboard with the token), readiness, the API's description, and /metrics,
+# which carries no actor or batch ids (app.observability.scrape).
+OPEN_READS = frozenset({"/", "/dashboard/", "/openapi.json", "/metrics", "/api/v1/batch/status"})
+
+
+def _bearer(request: web.Request) -> bytes:
+    header = request.headers.get("Authorization", "")
+    supplied = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    # surrogateescape: header bytes that are not UTF-8 arrive as lone surrogates
+    return supplied.encode("utf-8", "surrogateescape")
+
+
 def admin_middleware(settings: Settings) -> Any:
-    """aiohttp middleware guarding mutating requests with HUBSTREAM_ADMIN_TOKEN (when set)."""
+    """aiohttp middleware: with HUBSTREAM_ADMIN_TOKEN set, mutating requests need it and reads need
+    it or HUBSTREAM_READ_TOKEN (but OPEN_READS and the actor endpoints, which take actor JWTs)."""
     token = settings.admin_token.get_secret_value().encode() if settings.admin_token else None
+    read_token = settings.read_token.get_secret_value().encode() if settings.read_token else None
+
+    def holds(supplied: bytes, expected: bytes | None) -> bool:
+        return expected is not None and hmac.compare_digest(supplied, expected)
 
     @web.middleware
     async def require_admin_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.method in MUTATING_METHODS and not is_actor_path(request.path):
-            header = request.headers.get("Authorization", "")
-            supplied = header[7:].strip() if header[:7].lower() == "bearer " else ""
-            # surrogateescape: header bytes that are not UTF-8 arrive as lone surrogates
-            if not hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), token):
+        if not token or is_actor_path(request.path):
+            return await handler(request)
+        supplied = _bearer(request)
+        if request.method in MUTATING_METHODS:
+            if not holds(supplied, token):
                 return error_response(
                     Unauthorized(
                         f"{request.method} {request.path} needs the admin token "
                         "(Authorization: Bearer <HUBSTREAM_ADMIN_TOKEN>)"
                     )
                 )
+        elif request.path not in OPEN_READS and not (holds(supplied, token) or holds(supplied, read_token)):
+            return error_response(
+                Unauthorized(
+                    f"{request.method} {request.path} needs a token "
+                    "(Authorization: Bearer <HUBSTREAM_READ_TOKEN or HUBSTREAM_ADMIN_TOKEN>)"
+                )
+            )
         return await handler(request)
 
     return require_admin_token
@@ -91,6 +116,12 @@ def check_bind(settings: Settings) -> None:
             f"WEB_HOST={settings.web_host} is not a loopback address: HUBSTREAM_ADMIN_TOKEN must be at "
             f"least {MIN_ADMIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
         )
+    read = settings.read_token.get_secret_value().strip() if settings.read_token else None
+    if read is not None and len(read) < MIN_ADMIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"WEB_HOST={settings.web_host} is not a loopback address: HUBSTREAM_READ_TOKEN must be at "
+            f"least {MIN_ADMIN_TOKEN_CHARS} characters"
+        )
     secret = settings.hub_jwt_secret.get_secret_value()
     if secret == DEV_JWT_SECRET or len(secret.encode()) < MIN_JWT_SECRET_BYTES:
         raise ConfigError(
@@ -102,8 +133,9 @@ def check_bind(settings: Settings) -> None:
 def secrets_of(settings: Settings) -> list[str]:
     """Secret values that must never reach a log line."""
     values = [settings.hub_jwt_secret.get_secret_value()]
-    if settings.admin_token is not None:
-        values.append(settings.admin_token.get_secret_value())
+    for token in (settings.admin_token, settings.read_token):
+        if token is not None:
+            values.append(token.get_secret_value())
     if settings.cosmos_key is not None:
         values.append(settings.cosmos_key.get_secret_value())
     with contextlib.suppress(ConfigError):

@@ -11,6 +11,7 @@ from app.kafka.broker import broker_for
 from app.kafka_security import KafkaSecurity
 from app.observability.metrics import http_middleware
 from app.settings import Settings
+from app.web.browser_guard import browser_guard
 from app.web.responses import MAX_BODY_BYTES, json_errors
 from app.web.security import admin_middleware, check_bind, install_log_redaction
 
@@ -68,7 +69,12 @@ def create_app(settings: Settings) -> faust.App:
         autodiscover=False,
         web_in_thread=False,
         web_application_options={
-            "middlewares": [http_middleware(), json_errors, admin_middleware(settings)],
+            "middlewares": [
+                http_middleware(),
+                json_errors,
+                browser_guard(settings),
+                admin_middleware(settings),
+            ],
             "client_max_size": MAX_BODY_BYTES,
         },
         # Faust's /table/ views expose raw table bytes and its /router/ views answer 500 for unknown

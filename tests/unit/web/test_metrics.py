@@ -232,10 +232,13 @@ async def test_the_worker_exposes_the_families_its_integration_test_reads() -> N
     assert samples[(lag, (("queue", "mq"), ("shard", "0"), ("subscription", "s")))] == 4
     assert samples[(lag, (("queue", "rq"), ("shard", "1"), ("subscription", "s")))] == 0
     assert samples[("hubstream_subscription_dlq_depth", (("subscription", "s"),))] == 3
-    assert samples[("hubstream_batch_items", (("batch", "7"), ("state", "acked")))] == 4
-    assert samples[("hubstream_batch_items", (("batch", "7"), ("state", "total")))] == 10
+    assert samples[("hubstream_batch_items", (("state", "acked"),))] == 4
+    assert samples[("hubstream_batch_items", (("state", "total"),))] == 10
     assert samples[("hubstream_pipeline_writer_lag_records", (("pipeline", "p"), ("writer", "mysql")))] == 9
-    assert samples[("hubstream_hub_queue_depth", (("actor", "a"),))] == 6
+    assert samples[("hubstream_hub_queue_depth", ())] == 6
+    assert not [key for key in samples if dict(key[1]).keys() & {"actor", "batch"}], (
+        "no per-actor/batch series"
+    )
     assert all(LINE.match(line) for line in text.splitlines() if not line.startswith("#"))
     assert text.count("# TYPE hubstream_subscription_lag_records ") == 1  # one family per name
 
@@ -258,6 +261,15 @@ def test_every_exposed_family_parses_back_with_its_type_and_the_names_the_docs_l
         "hubstream_batch_items": "gauge",
         "hubstream_batches_open": "gauge",
         "hubstream_hub_queue_depth": "gauge",
+        "hubstream_hub_queue_depth_max": "gauge",
+        "hubstream_hub_actors_behind": "gauge",
+        "hubstream_build_info": "gauge",
+        "process_virtual_memory_bytes": "gauge",
+        "process_resident_memory_bytes": "gauge",
+        "process_start_time_seconds": "gauge",
+        "process_cpu_seconds": "counter",
+        "process_open_fds": "gauge",
+        "process_max_fds": "gauge",
         "hubstream_subscription_delivered": "counter",
         "hubstream_subscription_dead_lettered": "counter",
         "hubstream_subscription_failures": "counter",
