@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from tests.integration.web.worker import HUBSTREAM, REPO, Worker, start_worker, 
 from tests.support.waiting import wait_until
 
 ADMIN_TOKEN = f"admin-{uuid.uuid4().hex}"
+READ_TOKEN = f"read-{uuid.uuid4().hex}"
 JWT_SECRET = f"jwt-secret-{uuid.uuid4().hex}"
 PATH_VALUES = {"batchId": "1", "name": "nope", "group_id": "g", "domain": "timeseries", "key": "k"}
 
@@ -36,6 +39,7 @@ def guarded_worker(stack: Settings, tmp_path_factory: pytest.TempPathFactory) ->
         home,
         WEB_HOST="0.0.0.0",
         HUBSTREAM_ADMIN_TOKEN=ADMIN_TOKEN,
+        HUBSTREAM_READ_TOKEN=READ_TOKEN,
         HUB_JWT_SECRET=JWT_SECRET,
         COSMOS_KEY=EMULATOR_KEY,
     )
@@ -85,18 +89,53 @@ def test_every_mutating_endpoint_needs_the_admin_token(guarded_worker: Worker) -
         status, raw = guarded_worker.request(method, path, {}, _admin())
         assert status != 401, (method, path, raw[:300])
     created = guarded_worker.json("POST", "/api/v1/batch/exact", {"userKey": "secure"}, _admin())
-    batch = guarded_worker.json("GET", f"/api/v1/batch/exact/{created['batchId']}")
+    batch = guarded_worker.json("GET", f"/api/v1/batch/exact/{created['batchId']}", None, _read())
     assert batch["userKey"] == "secure" and not batch["isClosed"]
 
 
+def _read() -> dict[str, str]:
+    return {"Authorization": f"Bearer {READ_TOKEN}"}
+
+
 @pytest.mark.integration
-def test_reads_and_the_dashboard_need_no_token_and_do_not_mutate(guarded_worker: Worker) -> None:
-    for path in ("/dashboard/", "/api/dashboard", "/metrics", "/openapi.json", "/api/v1/batch/status"):
+def test_reads_need_a_token_but_the_open_ones_and_the_dashboard_mutates_nothing(
+    guarded_worker: Worker,
+) -> None:
+    for path in ("/dashboard/", "/metrics", "/openapi.json", "/api/v1/batch/status"):
         status, _ = guarded_worker.request("GET", path)
         assert status == 200, path
+    for path in ("/api/dashboard", "/subscriptions/shards", "/api/v1/batch/exact/1"):
+        status, raw = guarded_worker.request("GET", path)
+        assert status == 401 and orjson.loads(raw)["error"] == "Unauthorized", (path, raw[:300])
+        for token in (_read(), _admin()):
+            status, raw = guarded_worker.request("GET", path, None, token)
+            assert status in (200, 404), (path, status, raw[:300])
+    status, _ = guarded_worker.request("POST", "/api/v1/batch/exact", {}, _read())
+    assert status == 401, "the read token mutates nothing"
     for method in ("POST", "PUT", "DELETE"):  # the dashboard has no mutating method at all
         status, _ = guarded_worker.request(method, "/api/dashboard", {}, _admin())
         assert status == 405, method
+
+
+@pytest.mark.integration
+def test_what_a_web_page_could_send_is_refused(guarded_worker: Worker) -> None:
+    """A rebound DNS name, a cross-site form and a foreign origin, against the real worker."""
+    status, raw = guarded_worker.request("GET", "/metrics", None, {"Host": "evil.example:6066"})
+    assert status == 403 and orjson.loads(raw)["error"] == "Forbidden", raw[:300]
+    created = f"{guarded_worker.url}/api/v1/batch/exact"
+    form = urllib.request.Request(
+        created,
+        data=b"userKey=x",
+        method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(form, timeout=30)
+    assert refused.value.code == 415
+    status, _ = guarded_worker.request(
+        "POST", "/api/v1/batch/exact", {}, {**_admin(), "Origin": "https://evil.example"}
+    )
+    assert status == 403
 
 
 @pytest.mark.integration
