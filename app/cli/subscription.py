@@ -10,6 +10,7 @@ from app.ordered.policy import Backoff, OnDlq, RetryPolicy
 from app.settings import get_settings
 from app.subscription import ops
 from app.subscription.dlq import STATUSES
+from app.subscription.errors import SubscriptionExists
 from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.replay import ReplaySelection
@@ -55,6 +56,9 @@ def subscription() -> None:
     "--on-dlq", type=click.Choice([o.value for o in OnDlq]), default="block_group", show_default=True
 )
 @click.option("--start/--no-start", default=True, show_default=True)
+@click.option(
+    "--if-not-exists", is_flag=True, help="a subscription NAME that exists is kept as it is (and printed)"
+)
 def create(
     name: str,
     topic: str,
@@ -70,6 +74,7 @@ def create(
     max_backoff_s: float,
     on_dlq: str,
     start: bool,
+    if_not_exists: bool,
 ) -> None:
     """Create subscription NAME on composite topic --topic with its RQ and DLQ."""
     given = [
@@ -82,9 +87,13 @@ def create(
     endpoint = EndpointSpec(given[0][0], given[0][1] or "", timeout_s, forward_headers or None)
     retry = RetryPolicy(max_attempts, Backoff(backoff), min_backoff_s, max_backoff_s)
     registry, metadata = _stores()
-    echo_json(
-        ops.create(registry, metadata, name, topic, endpoint, shards, retry, OnDlq(on_dlq), start).to_json()
-    )
+    try:
+        created = ops.create(registry, metadata, name, topic, endpoint, shards, retry, OnDlq(on_dlq), start)
+    except SubscriptionExists:
+        if not if_not_exists:
+            raise
+        created = registry.get(name)
+    echo_json(created.to_json())
 
 
 @subscription.command()

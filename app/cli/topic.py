@@ -28,9 +28,10 @@ def topic() -> None:
 @topic.command()
 @click.argument("name")
 @click.option("--partitions", "-p", type=int, required=True, help="1, 2, 3 or a multiple of 4 or 6")
-def create(name: str, partitions: int) -> None:
+@click.option("--if-not-exists", is_flag=True, help="a topic NAME that exists is kept as it is (and printed)")
+def create(name: str, partitions: int, if_not_exists: bool) -> None:
     """Create composite topic NAME with one storage topic NAME.0."""
-    echo_json(_store().create(name, partitions).to_json())
+    echo_json(_store().create(name, partitions, exist_ok=if_not_exists).to_json())
 
 
 @topic.command("add-storage")
