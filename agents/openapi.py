@@ -41,8 +41,5 @@ def worker_openapi_document() -> dict[str, Any]:
             METRICS,
             *served_by_every_process("operations"),
         ],
-        {
-            "adminToken": {"type": "http", "scheme": "bearer", "description": "HUBSTREAM_ADMIN_TOKEN"},
-            "actorJwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
-        },
+        {"actorJwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
     )

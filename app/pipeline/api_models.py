@@ -296,7 +296,8 @@ def pipeline_openapi_document() -> dict[str, Any]:
         "hubstream pipeline process",
         "Operator control of the pipelines one `hubstream pipeline run` process runs (like Kafka "
         "Connect's REST API). JSON keys are camelCase; errors are JSON {error, reason}. When "
-        "HUBSTREAM_ADMIN_TOKEN is set, POSTs and the commit-log view need it as a bearer token.",
+        "HUBSTREAM_ADMIN_TOKEN is set, POSTs need it as a bearer token, and reads it or "
+        "HUBSTREAM_READ_TOKEN.",
         OPERATIONS,
-        {"adminToken": {"type": "http", "scheme": "bearer", "description": "HUBSTREAM_ADMIN_TOKEN"}},
+        {},
     )

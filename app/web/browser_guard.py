@@ -8,9 +8,9 @@ asking, and a DNS name rebound to the worker's address reads its answers. So, on
   one of WEB_ALLOWED_HOSTS (a rebound name is none of those);
 - a mutating request (POST, PUT, PATCH, DELETE) with an Origin must come from one of those hosts
   or from the Host it was sent to (`null`, a sandboxed or local page, is refused);
-- a mutating request needs `Content-Type: application/json` unless it carries an Authorization
-  header: a browser sends neither across sites without a CORS preflight, which a worker never
-  grants. Every hubstream client and the actor endpoints send one of them.
+- a POST needs `Content-Type: application/json` unless it carries an Authorization header: a
+  browser sends neither across sites without a CORS preflight, which a worker never grants (PUT,
+  PATCH and DELETE are preflighted whatever they carry). Every hubstream client sends one of them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Forbidden(HubstreamError):
 
 
 class UnsupportedMediaType(HubstreamError):
-    """A mutating request without a JSON body type (and without credentials)."""
+    """A POST without a JSON body type (and without credentials)."""
 
     http_status = 415
 
@@ -97,7 +97,11 @@ def browser_guard(settings: Settings) -> Any:
             same = parts is not None and parts.netloc.lower() == authority.lower()
             if not same and not (origin_host in names or _is_loopback_address(origin_host)):
                 return error_response(Forbidden(f"{request.method} from origin {origin!r} is refused"))
-        if "Authorization" not in request.headers and request.content_type != "application/json":
+        if (
+            request.method == "POST"
+            and "Authorization" not in request.headers
+            and request.content_type != "application/json"
+        ):
             return error_response(
                 UnsupportedMediaType(
                     f"{request.method} {request.path} needs Content-Type: application/json "

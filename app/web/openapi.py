@@ -16,6 +16,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json
 from pydantic_core import CoreSchema
 
 from app.web.models import Error, Liveness
+from app.web.security import OPEN_READS
 
 __all__ = [
     "ACTOR",
@@ -38,15 +39,22 @@ Method = Literal["get", "post", "put", "patch", "delete"]
 REF = "#/components/schemas/{model}"
 ANY_OBJECT: Schema = {"type": "object", "additionalProperties": True}
 ADMIN = ("adminToken",)  # enforced only when HUBSTREAM_ADMIN_TOKEN is set
+READ = ("adminToken", "readToken")  # likewise: either token
 ACTOR = ("actorJwt",)
 OPEN: tuple[str, ...] = ()
+TOKEN_SCHEMES: Mapping[str, Schema] = {
+    "adminToken": {"type": "http", "scheme": "bearer", "description": "HUBSTREAM_ADMIN_TOKEN"},
+    "readToken": {"type": "http", "scheme": "bearer", "description": "HUBSTREAM_READ_TOKEN (reads only)"},
+}
 MUTATING_ERRORS = (400, 401, 404, 409, 503)
 ERROR_TEXTS = {
     400: "Bad input (the reason says what)",
     401: "Missing or invalid credentials",
+    403: "The Host or Origin is not this worker's (app.web.browser_guard)",
     404: "Not found",
     409: "Conflicts with the current state",
     413: "Request body too large",
+    415: "A POST with neither a JSON Content-Type nor an Authorization header",
     503: "Not ready here right now; retry",
 }
 
@@ -102,12 +110,17 @@ def _operation(op: Operation, refs: Mapping[tuple[Any, JsonSchemaMode], Schema])
     responses: Schema = {"200": ok}
     responses.update({str(code): {"description": text} for code, text in op.bodiless.items()})
     error = refs[(Error, "serialization")]
-    responses.update({str(code): _json(error, ERROR_TEXTS[code]) for code in op.errors})
+    # Every route may refuse a foreign Host or Origin; a POST, a cross-site form's type. A read
+    # outside OPEN_READS needs a token once HUBSTREAM_ADMIN_TOKEN is set (app.web.security).
+    guarded_read = op.method == "get" and not op.security and op.path not in OPEN_READS
+    security = READ if guarded_read else op.security
+    codes = {*op.errors, 403, *((415,) if op.method == "post" else ()), *((401,) if guarded_read else ())}
+    responses.update({str(code): _json(error, ERROR_TEXTS[code]) for code in sorted(codes)})
     operation: Schema = {
         "summary": op.summary,
         "tags": [op.tag],
         "responses": responses,
-        "security": [{name: []} for name in op.security],
+        "security": [{name: []} for name in security],  # alternatives: any one of them
     }
     if op.params:
         operation["parameters"] = list(op.params)
@@ -139,7 +152,10 @@ def openapi_document(
         "openapi": "3.1.0",
         "info": {"title": title, "version": "1", "description": description},
         "paths": paths,
-        "components": {"schemas": schemas.get("$defs", {}), "securitySchemes": dict(security_schemes)},
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {**TOKEN_SCHEMES, **security_schemes},
+        },
     }
 
 

@@ -118,7 +118,7 @@ def _case(
     method: str,
     path: str,
     body: bytes | None = None,
-    headers: Headers = NONE,
+    headers: Headers = ADMIN,  # the worker has an admin token: reads need it too
     status: int = 400,
     error: str = BAD,
 ) -> object:
@@ -549,13 +549,13 @@ async def test_bad_records_go_to_dlq_with_reasons_and_every_valid_event_reaches_
         async def settled() -> bool:
             dead, depth = await asyncio.to_thread(_dead_letters, corpus), await _hub_depth(hub)
             # the offsets are committed after the states are written: lag 0 comes last
-            lag = await asyncio.to_thread(corpus.worker.json, "GET", lag_path)
+            lag = await asyncio.to_thread(corpus.worker.json, "GET", lag_path, None, ADMIN)
             caught_up = all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"])
             return set(dead) >= {r.name for r in bad} and depth == expected_depth and caught_up
 
         await async_wait_until(settled, 90, "every bad record in DLQ, every valid one in the hub, lag 0", 1.0)
         assert corpus.worker.proc.poll() is None, corpus.worker.log()[-4000:]
-        lag = corpus.worker.json("GET", lag_path)
+        lag = corpus.worker.json("GET", lag_path, None, ADMIN)
         assert all(s["mqLag"] == 0 and s["rqLag"] == 0 for s in lag["shards"]), lag
 
         dead = await asyncio.to_thread(_dead_letters, corpus)
@@ -577,17 +577,17 @@ async def test_bad_records_go_to_dlq_with_reasons_and_every_valid_event_reaches_
 def test_the_worker_survived_the_corpus_and_still_serves(corpus: Corpus) -> None:
     worker = corpus.worker
     assert worker.proc.poll() is None, worker.log()[-4000:]
-    batch = worker.json("GET", f"{EXACT}/{corpus.batch_id}")
+    batch = worker.json("GET", f"{EXACT}/{corpus.batch_id}", None, ADMIN)
     untouched = (batch["totalItems"], batch["pendingItems"], batch["isClosed"]) == (10, 10, False)
     assert untouched, batch  # none of the bad requests changed the open batch
     groups = worker.json("POST", ITEMS, {"batchId": corpus.batch_id, "items": 2}, ADMIN)["batchItemGroupIds"]
     item_ids = [f"{corpus.batch_id}:{g['id']}:{i}" for g in groups for i in range(g["upto"])]
     assert worker.json("POST", ACK, {"batchItemIds": item_ids}, ADMIN) == {"batchCompletions": []}
-    estimated = worker.json("GET", f"{ESTIMATED}/{corpus.estimated_id}")
+    estimated = worker.json("GET", f"{ESTIMATED}/{corpus.estimated_id}", None, ADMIN)
     assert (estimated["pending"], estimated["isClosed"]) == (5, False), estimated  # untouched
     status, _, raw = _send(worker, "GET", "/api/peek", None, _actor(sub="5790000000009"))
     assert status == 204, raw[:300]  # a valid actor with nothing waiting
-    dashboard = worker.json("GET", "/api/dashboard")
+    dashboard = worker.json("GET", "/api/dashboard", None, ADMIN)
     assert corpus.subscription.name in str(dashboard["subscriptions"]), dashboard["errors"]
     log = worker.log()
     for crash in ("unhandled error", "Error handling request", "failed; it restarts"):  # 500s, shard crashes

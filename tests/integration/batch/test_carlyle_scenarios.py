@@ -151,11 +151,17 @@ def test_error_contract(client: BatchClient, batch_worker: BatchWorker) -> None:
         ("POST", "/api/v1/batch/estimated/decr", orjson.dumps({"acks": [{"batchId": "nope", "by": 1}]})),
         ("DELETE", "/api/v1/batch/exact/open?since=yesterday", None),
     ]:
-        request = urllib.request.Request(batch_worker.url + path, data=body, method=method)
+        json_type = {"Content-Type": "application/json"}
+        request = urllib.request.Request(batch_worker.url + path, data=body, method=method, headers=json_type)
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(request, timeout=10)
         assert err.value.code == 400
         assert "reason" in orjson.loads(err.value.read())
+    # urllib's default body type is a form's: a POST a cross-site page could send, refused
+    form = urllib.request.Request(batch_worker.url + "/api/v1/batch/exact", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(form, timeout=10)
+    assert err.value.code == 415 and orjson.loads(err.value.read())["error"] == "UnsupportedMediaType"
 
 
 def test_cli_create_add_ack_close_get(batch_worker: BatchWorker) -> None:

@@ -23,6 +23,7 @@ NOWHERE = "127.0.0.1:1"
 def test_a_group_member_commits_by_hand_and_starts_a_new_group_at_the_log_start() -> None:
     assert member_config("b:9092", "orders", client_id="orders-1") == {
         "bootstrap.servers": "b:9092",
+        "security.protocol": "PLAINTEXT",  # the process's Kafka security (app.kafka_security)
         "group.id": "orders",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -38,6 +39,7 @@ def test_a_group_member_without_a_client_id_leaves_librdkafkas() -> None:
 def test_a_reader_commits_nothing_and_resets_below_the_log_start_to_its_oldest_record() -> None:
     assert reader_config("b:9092", "hubstream-reader") == {
         "bootstrap.servers": "b:9092",
+        "security.protocol": "PLAINTEXT",  # the process's Kafka security (app.kafka_security)
         "group.id": "hubstream-reader",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -54,6 +56,7 @@ def test_a_reader_can_report_the_partition_end_and_reset_to_the_log_end() -> Non
 def test_an_offset_client_only_names_its_group() -> None:
     assert offsets_config("b:9092", "orders") == {
         "bootstrap.servers": "b:9092",
+        "security.protocol": "PLAINTEXT",  # the process's Kafka security (app.kafka_security)
         "group.id": "orders",
         "enable.auto.commit": False,
     }
