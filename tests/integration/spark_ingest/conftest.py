@@ -19,6 +19,9 @@ from app.composite.model import StorageTopic
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
 from app.settings import Settings
+from app.subscription import ops
+from app.subscription.model import EndpointSpec
+from app.subscription.registry import SubscriptionRegistry
 from spark_ingest.reader import build_session
 
 
@@ -74,3 +77,22 @@ def composite(metadata: MetadataStore, unique: str) -> Iterator[StorageTopic]:
     topic = metadata.create(f"ingest-{unique}", 6)
     yield topic.current
     metadata.delete(topic.name)
+
+
+@pytest.fixture
+def hub_settings(stack: Settings, unique: str) -> Settings:
+    return stack.model_copy(update={"cosmos_database": f"e2e-{unique}"})
+
+
+@pytest.fixture
+def subscription(stack: Settings, metadata: MetadataStore, unique: str) -> Iterator[tuple[str, str]]:
+    topic, name = f"da-{unique}", f"hub-{unique}"
+    metadata.create(topic, 6)
+    registry = SubscriptionRegistry(
+        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
+    )
+    try:
+        ops.create(registry, metadata, name, topic, EndpointSpec("batch", "hub", timeout_s=60.0), start=True)
+        yield topic, f"__subs-{unique}"
+    finally:
+        registry.close()

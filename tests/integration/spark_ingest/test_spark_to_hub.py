@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,7 @@ from pyspark.sql import SparkSession
 from app.composite.store import MetadataStore
 from app.dataavailable import DataAvailable, parse
 from app.hub import MessageHub
-from app.kafka.broker import broker_for
 from app.settings import Settings
-from app.subscription import ops
-from app.subscription.model import EndpointSpec
-from app.subscription.registry import SubscriptionRegistry
 from spark_ingest.job import IngestOptions, IngestSummary, run_ingest
 from spark_ingest.sample import SampleSpec, recipient_ids, sample_rows, write_sample
 from tests.integration.spark_ingest.conftest import read_back
@@ -79,25 +74,6 @@ async def _drain(hub: MessageHub, actor: str) -> list[list[DataAvailable]]:
         bundles.append([s.event for s in bundle.events])
         await hub.dequeue(actor, bundle.bundle_id)
     return bundles
-
-
-@pytest.fixture
-def hub_settings(stack: Settings, unique: str) -> Settings:
-    return stack.model_copy(update={"cosmos_database": f"e2e-{unique}"})
-
-
-@pytest.fixture
-def subscription(stack: Settings, metadata: MetadataStore, unique: str) -> Iterator[tuple[str, str]]:
-    topic, name = f"da-{unique}", f"hub-{unique}"
-    metadata.create(topic, 6)
-    registry = SubscriptionRegistry(
-        broker_for(stack), f"__subs-{unique}", replication_factor=stack.kafka_replication_factor
-    )
-    try:
-        ops.create(registry, metadata, name, topic, EndpointSpec("batch", "hub", timeout_s=60.0), start=True)
-        yield topic, f"__subs-{unique}"
-    finally:
-        registry.close()
 
 
 async def test_100k_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_adds_nothing(
