@@ -16,7 +16,7 @@ import pytest
 
 from app.settings import Settings
 from tests.reliability.mainflow import main_flow
-from tests.support.tls_broker import tls_broker
+from tests.support.tls_broker import self_signed, tls_broker
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -57,28 +57,7 @@ def _topic_list(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_a_plaintext_client_and_one_trusting_another_ca_are_refused(tmp_path: Path) -> None:
     with tls_broker(tmp_path / "tls") as broker:
         env = {**os.environ, **broker.client_env(), "HUBSTREAM_HOME": str(tmp_path)}
-        other_ca = tmp_path / "other-ca.pem"
-        subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=other CA",
-                "-keyout",
-                str(tmp_path / "other-ca.key"),
-                "-out",
-                str(other_ca),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        other_ca, _ = self_signed(tmp_path, "other-ca")
         for refused_env in (
             {"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT", "KAFKA_SSL_CA_LOCATION": ""},
             {"KAFKA_SSL_CA_LOCATION": str(other_ca)},

@@ -4,7 +4,6 @@ and one worker (1 core, 1 GiB), each a JVM of its own, as `--master spark://…`
 from __future__ import annotations
 
 import os
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ import orjson
 import pyspark
 
 from tests.support.ports import free_port
-from tests.support.spawn import spawn_logged
+from tests.support.spawn import spawn_logged, stop_processes
 from tests.support.waiting import wait_until
 
 __all__ = ["SparkCluster", "spark_cluster"]
@@ -81,11 +80,4 @@ def spark_cluster(folder: Path) -> Iterator[SparkCluster]:
         )
         yield cluster
     finally:
-        for proc in (worker, master):
-            proc.terminate()
-        for proc in (worker, master):
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_processes(worker, master, grace_s=20)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["spawn_logged"]
+__all__ = ["spawn_logged", "stop_processes"]
 
 
 def spawn_logged(
@@ -17,3 +17,16 @@ def spawn_logged(
     own descriptor, and the test leaves no file object to the collector."""
     with open(log, "ab" if append else "wb") as out:
         return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, **popen)
+
+
+def stop_processes(*procs: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+    """SIGTERM each, then wait up to `grace_s` for each; one that outlasts it is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

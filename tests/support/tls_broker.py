@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.ports import free_port
-from tests.support.spawn import spawn_logged
+from tests.support.spawn import spawn_logged, stop_processes
 from tests.support.tansu import start_tansu
 from tests.support.waiting import wait_until
 
-__all__ = ["TlsBroker", "tls_broker"]
+__all__ = ["TlsBroker", "self_signed", "tls_broker"]
 
 STUNNEL = "/usr/bin/stunnel4"
 
@@ -45,15 +45,64 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
+def self_signed(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for CN=`name` and its key, as `name`.pem and `name`.key in `folder`
+    (a CA of its own, or a client or server certificate that names itself)."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+        cwd=folder,
+    )
+    return cert, key
+
+
 def _certificates(folder: Path) -> tuple[Path, Path, Path]:
     """(CA certificate, server certificate, server key), the server's valid for localhost/127.0.0.1."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=hubstream test CA",
-             "-keyout", "ca.key", "-out", "ca.pem", cwd=folder)  # fmt: skip
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-             "-keyout", "server.key", "-out", "server.csr", cwd=folder)  # fmt: skip
+    self_signed(folder, "ca")
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        cwd=folder,
+    )
     (folder / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=folder)  # fmt: skip
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+        cwd=folder,
+    )
     return folder / "ca.pem", folder / "server.pem", folder / "server.key"
 
 
@@ -83,11 +132,4 @@ def tls_broker(folder: Path) -> Iterator[TlsBroker]:
         wait_until(lambda: _answers(plain) and _answers(tls), 30, "the broker and its TLS port")
         yield TlsBroker(f"127.0.0.1:{tls}", ca)
     finally:
-        for proc in (tunnel, broker):
-            proc.terminate()
-        for proc in (tunnel, broker):
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_processes(tunnel, broker, grace_s=10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from app.errors import ConfigError
 from app.kafka_security import KafkaSecurity, client_config
 from app.settings import Settings
 from app.worker.factory import faust_credentials
+from tests.support.tls_broker import self_signed
 
 BOOTSTRAP = {"KAFKA_BOOTSTRAP": "kafka.example:9093"}
 
@@ -30,30 +30,7 @@ def security(**env: Any) -> KafkaSecurity:
 @pytest.fixture(scope="module")
 def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate and its key (the CA of the tests that load a context)."""
-    folder = tmp_path_factory.mktemp("pem")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=test",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-        ],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return folder / "cert.pem", folder / "key.pem"
+    return self_signed(tmp_path_factory.mktemp("pem"), "test")
 
 
 def test_plaintext_is_the_default_and_adds_nothing_to_a_client() -> None:
