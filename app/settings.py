@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     binlog_mysql_url: str | None = Field(default=None, validation_alias="BINLOG_MYSQL_URL")
     embedded_mariadb_port: int = Field(default=3407, ge=1, le=65535, validation_alias="EMBEDDED_MARIADB_PORT")
 
+    # text (Faust's) or json: one object a line with the ids a record is about (app.observability.json_logs)
+    log_format: Literal["text", "json"] = Field(default="text", validation_alias="LOG_FORMAT")
+
     # Worker web server (API, dashboard, metrics).
     web_host: str = Field(default="127.0.0.1", validation_alias="WEB_HOST")
     web_port: int = Field(default=6066, ge=1, le=65535, validation_alias="WEB_PORT")

@@ -296,7 +296,12 @@ class BatchService:
 
     async def _publish(self, completion: Completion) -> None:
 
-        log.info("batch %s %s complete", completion.kind, completion.batch_id)
+        log.info(
+            "batch %s %s complete",
+            completion.kind,
+            completion.batch_id,
+            extra={"batch_id": completion.batch_id},
+        )
         crash_point("batch.completion.send")
         pending = await self.completions_topic.send(
             key=str(completion.batch_id).encode(), value=orjson.dumps(completion.as_event())

@@ -11,7 +11,9 @@ import click
 import orjson
 
 from app.errors import HubstreamError
+from app.observability.json_logs import faust_logging_config
 from app.service_errors import REFUSED, UNANSWERED, service_failure
+from app.settings import get_settings
 
 T = TypeVar("T")
 
@@ -71,6 +73,7 @@ def run_faust_worker(app: Any, loglevel: str) -> None:
     """
     from faust.worker import Worker
 
-    worker = Worker(app, loglevel=loglevel, debug=False)  # not F_DEBUG from the environment
+    logging_config = faust_logging_config(get_settings().log_format, loglevel)
+    worker = Worker(app, loglevel=loglevel, debug=False, logging_config=logging_config)  # not F_DEBUG
     worker.spinner = None
     worker.execute_from_commandline()

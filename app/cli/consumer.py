@@ -4,7 +4,6 @@ browse its dead letters."""
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from dataclasses import asdict
@@ -27,6 +26,7 @@ from app.consumer.inspect import ask_owner, dead_letters, key_state, members
 from app.consumer.replay import replay_dead_letters
 from app.errors import InvalidInput
 from app.kafka.broker import broker_for
+from app.observability.json_logs import configure_logging
 from app.settings import get_settings
 from app.subscription.replay import ReplaySelection
 
@@ -91,7 +91,7 @@ def run(
     """Run one copy of consumer --name over --topic (or --composite-topic), calling HANDLER
     (MODULE:NAME, an async function of one Message) until SIGINT/SIGTERM. Start more copies to
     scale."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(get_settings().log_format)
     try:
         retry = RetryPolicy(
             max_attempts=max_attempts, min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s

@@ -73,6 +73,7 @@ class LibraryEngine:
             self._deliver,
             self._message_id,
             clock=clock,
+            log_context={"consumer": settings.name},
         )
 
     def message(self, work: Work) -> Message:

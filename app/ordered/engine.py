@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 
 from app.errors import HubstreamError
@@ -62,6 +62,7 @@ class Engine:
         *,
         generation: int = 0,
         clock: Callable[[], float] = time.time,
+        log_context: Mapping[str, str] | None = None,
     ) -> None:
         self.retry = retry
         self.on_dlq = on_dlq
@@ -71,6 +72,19 @@ class Engine:
         self.message_id = message_id
         self.generation = generation
         self.clock = clock
+        self.log_context = dict(log_context or {})  # e.g. {"subscription": name}: JSON logs' fields
+
+    def _about(self, work: Work) -> dict[str, object]:
+        """The ids a log line about `work` carries as fields (app.observability.json_logs)."""
+        rec = work.record
+        return {
+            **self.log_context,
+            "message_id": self.message_id(work),
+            "group_id": work.ordering_key,
+            "topic": rec.topic,
+            "partition": rec.partition,
+            "offset": rec.offset,
+        }
 
     def decide(self, work: Work, state: GroupState | None) -> Action:
         read = work.read
@@ -134,7 +148,9 @@ class Engine:
         """A record without a usable ordering key or hs-* headers: to DLQ, recorded in no state."""
         failure = self._failure(work, "UndecodableMessage", work.undecodable, "undecodable")
         await self._dead_letter(work, self._meta(work, failure=failure))
-        log.warning("%s: undecodable record sent to DLQ: %s", work.where, work.undecodable)
+        log.warning(
+            "%s: undecodable record sent to DLQ: %s", work.where, work.undecodable, extra=self._about(work)
+        )
         return Outcome.DEAD_LETTERED
 
     # -- RQ and DLQ -----------------------------------------------------------------------------
@@ -155,6 +171,7 @@ class Engine:
                 meta.failed_attempts,
                 meta.failure.error_class,
                 meta.failure.error,
+                extra=self._about(work),
             )
         state = self.states.get(*work.lane)
         written = MessageState.at(work.main, at)
@@ -175,6 +192,7 @@ class Engine:
             failure.reason if failure else "failed",
             failure.error_class if failure else "?",
             failure.error if failure else "",
+            extra=self._about(work),
         )
         state = self.states.get(*work.lane)
         written = MessageState.at(work.main, at)

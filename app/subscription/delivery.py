@@ -182,6 +182,7 @@ class Delivery:
             self._deliver,
             _message_id,
             generation=generation,  # MQ rewinds bump the epoch: older "handled" marks no longer apply
+            log_context={"subscription": sub.name},
         )
         self._concurrent = sub.endpoint.kind == "http"
         self._limit = asyncio.Semaphore(settings.subscription_max_in_flight)
