@@ -10,7 +10,7 @@ from app.batch import api_models as batch
 from app.dashboard import api_models as dashboard
 from app.hub import api_models as hub
 from app.subscription import api_models as subscription
-from app.web.openapi import Operation, openapi_document, served_by_every_process
+from app.web.openapi import openapi_document, served_by_every_process
 
 __all__ = ["worker_openapi_document"]
 
@@ -19,13 +19,6 @@ DESCRIPTION = (
     "{error, reason}. When HUBSTREAM_ADMIN_TOKEN is set, POST/PUT/PATCH/DELETE need it as a "
     "bearer token, except the actor endpoints, which always need an actor JWT (HS256, sub = "
     "actor id)."
-)
-METRICS = Operation(
-    "get",
-    "/metrics",
-    "Prometheus metrics (text format 0.0.4)",
-    "operations",
-    ("text/plain", {"type": "string"}),
 )
 
 
@@ -38,7 +31,6 @@ def worker_openapi_document() -> dict[str, Any]:
             *hub.OPERATIONS,
             *subscription.OPERATIONS,
             *dashboard.OPERATIONS,
-            METRICS,
             *served_by_every_process("operations"),
         ],
         {"actorJwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-__all__ = ["DashboardCollector"]
+__all__ = ["DashboardCollector", "PipelineCollector"]
 
 
 class DashboardCollector:
@@ -22,6 +22,40 @@ class DashboardCollector:
         families = _Families()
         _dashboard(self._data, families)
         _shards(self._data.get("shards") or [], families)
+        yield from families.by_name.values()
+
+
+class PipelineCollector:
+    """The same for a pipeline process's `/metrics`: its pipelines' commit-log ends and writers
+    (`pipelines`: [{"name", "end_offset", "writers": [{"name", "lag", "offset", "stopped"}]}])."""
+
+    def __init__(self, pipelines: list[dict[str, Any]]) -> None:
+        self._pipelines = pipelines
+
+    def collect(self) -> Iterator[Metric]:
+        families = _Families()
+        _pipelines(self._pipelines, families)
+        for pipeline in self._pipelines:
+            families.gauge(
+                "hubstream_pipeline_commit_log_end_offset",
+                "Entries in the pipeline's commit log",
+                pipeline["end_offset"],
+                pipeline=pipeline["name"],
+            )
+            for writer in pipeline["writers"]:
+                labels = {"pipeline": pipeline["name"], "writer": writer["name"]}
+                families.gauge(
+                    "hubstream_pipeline_writer_offset",
+                    "A writer's confirmed offset",
+                    writer["offset"],
+                    **labels,
+                )
+                families.gauge(
+                    "hubstream_pipeline_writer_stopped",
+                    "1 while a writer is stopped",
+                    int(writer["stopped"]),
+                    **labels,
+                )
         yield from families.by_name.values()
 
 
@@ -90,15 +124,7 @@ def _dashboard(data: dict[str, Any], out: _Families) -> None:
             len(sub.get("blocked_groups", [])),
             subscription=name,
         )
-    for pipeline in data.get("pipelines") or []:
-        for writer in pipeline["writers"]:
-            out.gauge(
-                "hubstream_pipeline_writer_lag_records",
-                "Commit-log records a writer has not confirmed",
-                writer["lag"],
-                pipeline=pipeline["name"],
-                writer=writer["name"],
-            )
+    _pipelines(data.get("pipelines") or [], out)
     # Totals only: a label per batch id or per actor would grow a series for each of them (the
     # dashboard and the batch API name them).
     open_exact = [b for b in data.get("batches") or [] if b["kind"] == "exact" and not b["is_complete"]]
@@ -153,3 +179,15 @@ def _shards(shards: list[dict[str, Any]], out: _Families) -> None:
             shard["sidelined"],
             **labels,
         )
+
+
+def _pipelines(pipelines: list[dict[str, Any]], out: _Families) -> None:
+    for pipeline in pipelines:
+        for writer in pipeline["writers"]:
+            out.gauge(
+                "hubstream_pipeline_writer_lag_records",
+                "Commit-log records a writer has not confirmed",
+                writer["lag"],
+                pipeline=pipeline["name"],
+                writer=writer["name"],
+            )

@@ -9,6 +9,8 @@ from typing import Any
 from aiohttp import web
 from faust.web import View
 
+from app.observability import metrics
+from app.observability.scrape import PipelineCollector
 from app.pipeline.api_models import (
     PipelineList,
     pipeline_openapi_document,
@@ -40,6 +42,22 @@ class PipelineViews:
     @guarded
     async def openapi(self, request: web.Request) -> web.StreamResponse:
         return json_response(self.document)
+
+    @guarded
+    async def scrape(self, request: web.Request) -> web.StreamResponse:
+        """Prometheus: the process's series (build, process, HTTP) and its pipelines' writers."""
+        pipelines = []
+        for operator in self.operators.values():
+            status = await operator.status()
+            writers = [
+                {"name": n, "lag": w.lag, "offset": w.offset, "stopped": w.stopped}
+                for n, w in status.writers.items()
+            ]
+            pipelines.append(
+                {"name": status.pipeline, "end_offset": status.commit_log.end_offset, "writers": writers}
+            )
+        body = metrics.render(PipelineCollector(pipelines))
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     @guarded
     async def pipelines(self, request: web.Request) -> web.StreamResponse:
@@ -90,6 +108,7 @@ class PipelineViews:
         """(method, path, handler) of every route, static paths first."""
         return [
             ("get", "/openapi.json", self.openapi),
+            ("get", "/metrics", self.scrape),
             ("get", "/pipelines", self.pipelines),
             ("get", f"{PIPELINE}/status", self.status),
             ("get", f"{PIPELINE}/offsets", self.offsets),

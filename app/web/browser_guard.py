@@ -8,9 +8,10 @@ asking, and a DNS name rebound to the worker's address reads its answers. So, on
   one of WEB_ALLOWED_HOSTS (a rebound name is none of those);
 - a mutating request (POST, PUT, PATCH, DELETE) with an Origin must come from one of those hosts
   or from the Host it was sent to (`null`, a sandboxed or local page, is refused);
-- a POST needs `Content-Type: application/json` unless it carries an Authorization header: a
-  browser sends neither across sites without a CORS preflight, which a worker never grants (PUT,
-  PATCH and DELETE are preflighted whatever they carry). Every hubstream client sends one of them.
+- without an admin token, a POST needs `Content-Type: application/json` unless it carries an
+  Authorization header: a browser sends neither across sites without a CORS preflight, which a
+  worker never grants (PUT, PATCH and DELETE are preflighted whatever they carry; with an admin
+  token every POST needs the token, which no form carries). Every hubstream client sends one.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def _host_of(authority: str) -> str:
 
 def browser_guard(settings: Settings) -> Any:
     names = allowed_hosts(settings)
+    # With an admin token every POST must carry it (app.web.security answers 401): no form can.
+    forms_matter = settings.admin_token is None
 
     def ours(host: str) -> bool:
         return _is_address(host) or host in names
@@ -98,7 +101,8 @@ def browser_guard(settings: Settings) -> Any:
             if not same and not (origin_host in names or _is_loopback_address(origin_host)):
                 return error_response(Forbidden(f"{request.method} from origin {origin!r} is refused"))
         if (
-            request.method == "POST"
+            forms_matter
+            and request.method == "POST"
             and "Authorization" not in request.headers
             and request.content_type != "application/json"
         ):

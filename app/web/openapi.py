@@ -160,8 +160,15 @@ def openapi_document(
 
 
 def served_by_every_process(tag: str) -> list[Operation]:
-    """The document itself and Faust's liveness index."""
+    """The document itself, Prometheus' metrics and Faust's liveness index."""
     return [
         Operation("get", "/openapi.json", "This document", tag, ("application/json", ANY_OBJECT)),
+        Operation(
+            "get",
+            "/metrics",
+            "Prometheus metrics (text format 0.0.4)",
+            tag,
+            ("text/plain", {"type": "string"}),
+        ),
         Operation("get", "/", "Liveness (Faust's index)", tag, Liveness),
     ]

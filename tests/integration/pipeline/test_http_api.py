@@ -185,9 +185,16 @@ def test_http_api_on_a_live_pipeline(stack: Settings, unique: str, tmp_path: Pat
         _error(api.call("GET", f"{base}/nothing"), 404, "NotFound", "GET")
         # the admin token guards changes and the commit-log view (it shows the documents)
         _error(api.call("POST", f"{base}/writers/file/pause", token=None), 401, "Unauthorized", "admin token")
-        _error(api.call("GET", f"{base}/log", token=None), 401, "Unauthorized", "admin token")
+        _error(api.call("GET", f"{base}/log", token=None), 401, "Unauthorized", "token")
         _error(api.call("POST", f"{base}/resume", token="wrong"), 401, "Unauthorized", "admin token")
-        assert api.call("GET", f"{base}/status", token=None)[0] == 200
+        # reads need a token too once an admin token is set; /metrics stays open
+        _error(api.call("GET", f"{base}/status", token=None), 401, "Unauthorized", "needs a token")
+        with urllib.request.urlopen(api.base + "/metrics", timeout=30) as scraped:
+            text = scraped.read().decode()
+        name = base.rsplit("/", 1)[-1]
+        assert f'hubstream_pipeline_writer_lag_records{{pipeline="{name}",writer="file"}} 0.0' in text, text
+        assert f'hubstream_pipeline_commit_log_end_offset{{pipeline="{name}"}} {float(end)}' in text, text
+        assert "process_cpu_seconds_total" in text and "hubstream_build_info{" in text
         assert api.ok("GET", "/openapi.json") == orjson.loads(orjson.dumps(pipeline_openapi_document()))
         assert _seqs(out / "file.jsonl") == expected, "nothing written by the refused calls"
         assert stop(proc) == 0

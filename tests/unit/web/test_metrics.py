@@ -278,3 +278,26 @@ def test_every_exposed_family_parses_back_with_its_type_and_the_names_the_docs_l
     for name, kind in families.items():
         exposed = f"{name}_total" if kind == "counter" else name
         assert f"# TYPE {exposed} {kind}\n" in text and f"# HELP {exposed} " in text
+
+
+def test_a_pipeline_process_scrape_names_its_writers_and_no_batch_or_actor() -> None:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.observability import metrics
+    from app.observability.scrape import PipelineCollector
+
+    pipelines = [
+        {"name": "p", "end_offset": 40, "writers": [{"name": "w", "lag": 3, "offset": 36, "stopped": True}]}
+    ]
+    text = metrics.render(PipelineCollector(pipelines), registry=CollectorRegistry()).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    writer = (("pipeline", "p"), ("writer", "w"))
+    assert samples[("hubstream_pipeline_writer_lag_records", writer)] == 3
+    assert samples[("hubstream_pipeline_writer_offset", writer)] == 36
+    assert samples[("hubstream_pipeline_writer_stopped", writer)] == 1
+    assert samples[("hubstream_pipeline_commit_log_end_offset", (("pipeline", "p"),))] == 40
