@@ -72,6 +72,9 @@ def consumer() -> None:
 )
 @click.option("--throttle-error-rate", type=float, help="slow all copies above this failure rate (0-1]")
 @click.option("--throttled-per-s", type=float, default=50.0, show_default=True)
+@click.option(
+    "--metrics-port", type=click.IntRange(1, 65535), help="serve Prometheus metrics on 127.0.0.1:PORT"
+)
 def run(
     handler: str,
     topic: str,
@@ -87,6 +90,7 @@ def run(
     on_dlq: str,
     throttle_error_rate: float | None,
     throttled_per_s: float,
+    metrics_port: int | None,
 ) -> None:
     """Run one copy of consumer --name over --topic (or --composite-topic), calling HANDLER
     (MODULE:NAME, an async function of one Message) until SIGINT/SIGTERM. Start more copies to
@@ -116,6 +120,7 @@ def run(
         throttle=ThrottlePolicy(throttle_error_rate, throttled_per_s=throttled_per_s)
         if throttle_error_rate is not None
         else None,
+        metrics_port=metrics_port,
     )
     crashpoints.arm(get_settings().crash_at)  # fault injection for crash tests; nothing when unset
     stats = run_forever(settings, load_callable(handler))

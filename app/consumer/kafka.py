@@ -51,7 +51,7 @@ from app.consumer.polling import PollThread
 from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
-from app.consumer.stats import ConsumerStats, Counted
+from app.consumer.stats import ConsumerStats, Counted, StatsCollector
 from app.consumer.threads import in_own_thread
 from app.consumer.throttle import Throttle
 from app.consumer.topics import ensure_topics, read_as_named
@@ -59,6 +59,7 @@ from app.errors import ConfigError, HubstreamError
 from app.kafka.broker import FetchGuard, broker_for, confluent_seek
 from app.kafka.consuming import group_member
 from app.kafka.producing import AsyncProducer
+from app.observability import metrics
 from app.ordered.lease import Lease
 from app.ordered.owner_log import KafkaOwnerLog
 from app.ordered.ownership import LaneOwnership
@@ -215,6 +216,11 @@ class KeyedConsumer(
         if self._throttle is not None:
             helpers.append(in_own_thread(self._read_members, name=f"members-{self.member_id}"))
         poll = in_own_thread(self._poll_loop, consumer, subscribed, name=f"poll-{self.member_id}")
+        stop_metrics = (
+            metrics.serve(s.metrics_port, s.metrics_host, StatsCollector(s.name, self.stats))
+            if s.metrics_port is not None
+            else None
+        )
         try:
             await asyncio.shield(poll)
         except asyncio.CancelledError:
@@ -234,6 +240,8 @@ class KeyedConsumer(
             await asyncio.to_thread(self._owner_log.close)
             if self._store is not None:
                 await asyncio.to_thread(self._store.close)
+            if stop_metrics is not None:
+                await asyncio.to_thread(stop_metrics)
 
     async def _leave(self) -> None:
         try:

@@ -156,6 +156,10 @@ class ConsumerSettings:
     # on the switch time the definition records)
     clock_skew_s: float = 30.0
     broker_kind: BrokerKind = "embedded"
+    # When set, this copy serves Prometheus metrics on http://metrics_host:metrics_port/metrics
+    # (its counters, the process's series); a copy has no web server otherwise.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

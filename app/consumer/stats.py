@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from app.consumer.model import Handler, Message
 from app.ordered.engine import Outcome
 
-__all__ = ["ConsumerStats", "Counted"]
+__all__ = ["ConsumerStats", "Counted", "StatsCollector"]
 
 
 @dataclass
@@ -61,3 +65,29 @@ class Counted:
             failed = False
         finally:
             self.leave(failed)
+
+
+GAUGES = frozenset({"in_flight", "max_in_flight"})
+
+
+class StatsCollector:
+    """A copy's counters as Prometheus families (`hubstream_consumer_<counter>_total`, and the
+    in-flight gauges), labelled by consumer name, read at each scrape."""
+
+    def __init__(self, consumer: str, stats: ConsumerStats) -> None:
+        self.consumer = consumer
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        for field in fields(self.stats):
+            value = float(getattr(self.stats, field.name))
+            name = f"hubstream_consumer_{field.name}"
+            family: GaugeMetricFamily | CounterMetricFamily
+            if field.name in GAUGES:
+                family = GaugeMetricFamily(name, f"This copy's {field.name}", labels=["consumer"])
+            else:
+                family = CounterMetricFamily(
+                    name, f"Messages or calls of this copy: {field.name}", labels=["consumer"]
+                )
+            family.add_metric([self.consumer], value)
+            yield family

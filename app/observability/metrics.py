@@ -26,7 +26,7 @@ import functools
 import importlib.metadata
 import platform
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import prometheus_client
@@ -47,6 +47,7 @@ __all__ = [
     "histogram",
     "http_middleware",
     "render",
+    "serve",
 ]
 
 # Process-wide switches of prometheus_client (they have no type annotations):
@@ -189,3 +190,21 @@ def http_middleware() -> Any:
             latency.observe(time.perf_counter() - started)
 
     return count_requests
+
+
+# -- a /metrics endpoint of its own, for processes without a web server (library consumers) -------
+
+
+def serve(port: int, host: str, *scraped: Collector) -> Callable[[], None]:
+    """Serve the registry's families and those of `scraped` (read at each scrape) on
+    http://host:port/metrics from a thread of prometheus_client's; returns the call that stops it."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Scrape([REGISTRY, *scraped]))
+    server, thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+    return stop
