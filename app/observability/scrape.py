@@ -26,8 +26,9 @@ class DashboardCollector:
 
 
 class PipelineCollector:
-    """The same for a pipeline process's `/metrics`: its pipelines' commit-log ends and writers
-    (`pipelines`: [{"name", "end_offset", "writers": [{"name", "lag", "offset", "stopped"}]}])."""
+    """The same for a pipeline process's `/metrics`: whether each pipeline runs, its commit-log end
+    and writers (`pipelines`: [{"name", "running", "end_offset", "writers": [{"name", "lag",
+    "offset", "stopped"}]}]; a pipeline not running has no end offset and no writers)."""
 
     def __init__(self, pipelines: list[dict[str, Any]]) -> None:
         self._pipelines = pipelines
@@ -36,6 +37,14 @@ class PipelineCollector:
         families = _Families()
         _pipelines(self._pipelines, families)
         for pipeline in self._pipelines:
+            families.gauge(
+                "hubstream_pipeline_running",
+                "1 while the pipeline runs, 0 while it starts or stops",
+                int(pipeline["running"]),
+                pipeline=pipeline["name"],
+            )
+            if not pipeline["running"]:
+                continue
             families.gauge(
                 "hubstream_pipeline_commit_log_end_offset",
                 "Entries in the pipeline's commit log",

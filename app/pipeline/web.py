@@ -15,7 +15,7 @@ from app.pipeline.api_models import (
     PipelineList,
     pipeline_openapi_document,
 )
-from app.pipeline.errors import UnknownPipeline
+from app.pipeline.errors import PipelineNotRunning, UnknownPipeline
 from app.pipeline.operator import PipelineOperator, log_range
 from app.settings import Settings
 from app.web.responses import guarded, json_response, model_response, read_json, require_admin
@@ -46,15 +46,25 @@ class PipelineViews:
     @guarded
     async def scrape(self, request: web.Request) -> web.StreamResponse:
         """Prometheus: the process's series (build, process, HTTP) and its pipelines' writers."""
-        pipelines = []
+        pipelines: list[dict[str, object]] = []
         for operator in self.operators.values():
-            status = await operator.status()
+            try:
+                status = await operator.status()
+            except PipelineNotRunning:
+                # still starting or stopping: a scrape says so instead of failing the whole page
+                pipelines.append({"name": operator.name, "running": False, "writers": []})
+                continue
             writers = [
                 {"name": n, "lag": w.lag, "offset": w.offset, "stopped": w.stopped}
                 for n, w in status.writers.items()
             ]
             pipelines.append(
-                {"name": status.pipeline, "end_offset": status.commit_log.end_offset, "writers": writers}
+                {
+                    "name": status.pipeline,
+                    "running": True,
+                    "end_offset": status.commit_log.end_offset,
+                    "writers": writers,
+                }
             )
         body = metrics.render(PipelineCollector(pipelines))
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})

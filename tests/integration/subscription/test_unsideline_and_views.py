@@ -80,9 +80,14 @@ async def test_views_then_unsideline_replays_in_group_order(
                 and (delivered == 200 - in_dlq_first)
             ):
                 return False
-            # the blocked groups' followers are written to DLQ one after another: wait for the last
+            # the blocked groups' followers are written to DLQ one after another, and the shard
+            # commits what it settled after those writes: wait for the last of both
             status, lag = await get(f"/{sub.name}/lag")
-            return bool(status == 200 and lag["dlqDepth"] == in_dlq_first)
+            return bool(
+                status == 200
+                and lag["dlqDepth"] == in_dlq_first
+                and [s["mqLag"] for s in lag["shards"]] == [0]
+            )
 
         await _until(settled, 90, "both groups blocked, their followers in DLQ and the rest delivered")
         # views: shards here, a blocked group's state, a clean group, lag and DLQ depth, bad input

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from app.errors import InvalidInput
 from app.pipeline.definition import load_definition
@@ -160,5 +162,43 @@ async def test_operator_views_and_refusals(tmp_path: Path) -> None:
         assert offsets.writers["c0"].offset == 7 and offsets.end_offset == 8
         assert (await operator.resume("c0")).changed is True
         assert operator.summary().model_dump()["writers"] == [{"name": "c0", "state": "running", "offset": 7}]
+    finally:
+        await run.stop()
+
+
+async def test_a_scrape_answers_while_a_pipeline_starts_and_names_its_writers_once_it_runs(
+    tmp_path: Path,
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.pipeline.web import PipelineViews
+
+    host = _host(tmp_path)
+    views = PipelineViews({"ops": PipelineOperator(host)}, host.settings)
+
+    async def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        response = await views.scrape(make_mocked_request("GET", "/metrics"))
+        assert isinstance(response, web.Response) and response.status == 200
+        assert isinstance(response.body, bytes)
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.body.decode())
+            for s in family.samples
+        }
+
+    starting = await scrape()
+    assert starting[("hubstream_pipeline_running", (("pipeline", "ops"),))] == 0
+    assert not [name for name, _ in starting if name.startswith("hubstream_pipeline_writer")]
+
+    log = await fill_log("AB" * 2)
+    host.runtime = run = runtime(log, MemoryStateStore(), {"c0": RecordingSink()}, {"c0": WriterState(1)})
+    await run.start()
+    try:
+        await wait_for(lambda: run.slots["c0"].state.offset == 3)
+        running = await scrape()
+        writer = (("pipeline", "ops"), ("writer", "c0"))
+        assert running[("hubstream_pipeline_running", (("pipeline", "ops"),))] == 1
+        assert running[("hubstream_pipeline_writer_offset", writer)] == 3
+        assert running[("hubstream_pipeline_commit_log_end_offset", (("pipeline", "ops"),))] == 4
     finally:
         await run.stop()

@@ -288,7 +288,13 @@ def test_a_pipeline_process_scrape_names_its_writers_and_no_batch_or_actor() -> 
     from app.observability.scrape import PipelineCollector
 
     pipelines = [
-        {"name": "p", "end_offset": 40, "writers": [{"name": "w", "lag": 3, "offset": 36, "stopped": True}]}
+        {
+            "name": "p",
+            "running": True,
+            "end_offset": 40,
+            "writers": [{"name": "w", "lag": 3, "offset": 36, "stopped": True}],
+        },
+        {"name": "q", "running": False, "writers": []},
     ]
     text = metrics.render(PipelineCollector(pipelines), registry=CollectorRegistry()).decode()
     samples = {
@@ -301,3 +307,6 @@ def test_a_pipeline_process_scrape_names_its_writers_and_no_batch_or_actor() -> 
     assert samples[("hubstream_pipeline_writer_offset", writer)] == 36
     assert samples[("hubstream_pipeline_writer_stopped", writer)] == 1
     assert samples[("hubstream_pipeline_commit_log_end_offset", (("pipeline", "p"),))] == 40
+    assert samples[("hubstream_pipeline_running", (("pipeline", "p"),))] == 1
+    assert samples[("hubstream_pipeline_running", (("pipeline", "q"),))] == 0
+    assert ("hubstream_pipeline_commit_log_end_offset", (("pipeline", "q"),)) not in samples
