@@ -1,10 +1,11 @@
-"""Acceptance of the Spark ingest: 60,000 events from a generated Parquet file -> composite topic
+"""Acceptance of the Spark ingest: events from a generated Parquet file -> composite topic
 -> subscription (batch sink `hub`) -> Cosmos message hub, under an exact batch.
 
 The batch completes; every valid event is peekable exactly once, and each recipient's bundles hand
 its events out in the order the topic holds them; a re-run of the same input adds nothing.
 Weights are 1 KB and every event bundleable, so one peek takes a whole cabinet (a recipient's
-domain) and the check needs a few hundred peeks, not one per event.
+domain) and the check needs a few hundred peeks, not one per event. Every suite runs 20,000
+events; `-m soak` also runs 60,000.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ from spark_ingest.job import IngestOptions, IngestSummary, run_ingest
 from spark_ingest.sample import SampleSpec, recipient_ids, sample_rows, write_sample
 from tests.integration.spark_ingest.conftest import read_back
 from tests.integration.spark_ingest.test_batch_api import worker, worker_env
+from tests.support.soak import first_in_every_suite
 
-# Two 60,000-event ingests through one worker into the embedded Cosmos endpoint: about 4-6 minutes
+# Two 60,000-event ingests through one worker into the embedded Cosmos endpoint: about 2-6 minutes
 # on 2 cores, so more than the suite's default per-test timeout.
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
-EVENTS, RECIPIENTS, INVALID = 60_000, 40, 20
+RECIPIENTS, INVALID = 40, 20
 CAPABILITIES = ("batches", "hub", "flow", "subscriptions")
 WAIT_S = 1200.0
 
 
-def _write_input(path: Path) -> None:
+def _write_input(path: Path, events: int) -> None:
     rows = []
-    for row in sample_rows(SampleSpec(EVENTS, RECIPIENTS, INVALID, seed=11)):
+    for row in sample_rows(SampleSpec(events, RECIPIENTS, INVALID, seed=11)):
         if 1024 <= row["weight"] <= 1024 * 1024:  # keep the weight defects of the invalid rows
             row = {**row, "weight": 1024, "bundleable": True}
         rows.append(row)
@@ -76,7 +78,9 @@ async def _drain(hub: MessageHub, actor: str) -> list[list[DataAvailable]]:
     return bundles
 
 
-async def test_100k_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_adds_nothing(
+@pytest.mark.parametrize("total", first_in_every_suite([20_000, 60_000], keep=1))
+async def test_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_adds_nothing(
+    total: int,
     stack: Settings,
     spark: SparkSession,
     metadata: MetadataStore,
@@ -87,7 +91,7 @@ async def test_100k_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_
 ) -> None:
     topic, registry_topic = subscription
     source = tmp_path / "events.parquet"
-    _write_input(source)
+    _write_input(source, total)
     env = worker_env(
         stack,
         unique,
@@ -101,7 +105,7 @@ async def test_100k_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_
             started = time.monotonic()
             first = _ingest(spark, stack, source, topic, url, tmp_path / "rejects-1.jsonl")
             first_s = time.monotonic() - started
-            assert (first.rows_read, first.rejected, first.produced) == (EVENTS, INVALID, EVENTS - INVALID)
+            assert (first.rows_read, first.rejected, first.produced) == (total, INVALID, total - INVALID)
             assert first.batch_complete is True, f"the batch did not complete in {WAIT_S:.0f} s"
 
             expected = _topic_order(stack, metadata, topic)
@@ -117,14 +121,14 @@ async def test_100k_events_from_parquet_reach_the_hub_once_in_order_and_a_rerun_
                     cabinet = [e for e in events if e.origin == bundle[0].origin]
                     assert [e.id for e in bundle] == [e.id for e in cabinet], actor
                 delivered += len(got)
-            assert delivered == EVENTS - INVALID
+            assert delivered == total - INVALID
 
             second = _ingest(spark, stack, source, topic, url, tmp_path / "rejects-2.jsonl")
-            assert second.produced == EVENTS - INVALID and second.batch_complete is True
+            assert second.produced == total - INVALID and second.batch_complete is True
             assert second.batch_id != first.batch_id
             for actor in expected:
                 assert await hub.depth(actor) == {}, actor
                 assert await hub.peek(actor) is None, actor  # the re-run added nothing
     finally:
         await hub.close()
-    print(f"first run: {EVENTS:,} events ingested and saved in the hub in {first_s:.0f} s")
+    print(f"first run: {total:,} events ingested and saved in the hub in {first_s:.0f} s")
