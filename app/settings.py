@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_METADATA_TOPIC",
     "EMULATOR_KEY",
     "BrokerKind",
+    "BrokerStorage",
     "KafkaProtocol",
     "MysqlTarget",
     "SaslMechanism",
@@ -30,6 +31,7 @@ __all__ = [
 # Which broker answers (app.kafka.broker): the embedded Tansu broker, whose quirks hubstream works
 # around, or Apache Kafka (and brokers that answer as it does).
 BrokerKind = Literal["embedded", "kafka"]
+BrokerStorage = Literal["memory", "s3"]
 BROKER_KINDS: tuple[BrokerKind, ...] = get_args(BrokerKind)
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -105,6 +107,13 @@ class Settings(BaseSettings):
     # Kafka: unset means "start the embedded Tansu broker on 127.0.0.1:EMBEDDED_BROKER_PORT".
     kafka_bootstrap: str | None = Field(default=None, validation_alias="KAFKA_BOOTSTRAP")
     embedded_broker_port: int = Field(default=9092, ge=1, le=65535, validation_alias="EMBEDDED_BROKER_PORT")
+    # Where the embedded broker keeps its topics: memory (gone when it stops), or s3: objects in an
+    # S3 server the stack starts on 127.0.0.1:EMBEDDED_S3_PORT, so that the broker can be killed
+    # and started again without losing what it acknowledged (while that S3 server runs).
+    embedded_broker_storage: BrokerStorage = Field(
+        default="memory", validation_alias="EMBEDDED_BROKER_STORAGE"
+    )
+    embedded_s3_port: int = Field(default=9400, ge=1, le=65535, validation_alias="EMBEDDED_S3_PORT")
     # embedded | kafka; unset: embedded without KAFKA_BOOTSTRAP, kafka with it. Say `embedded` of
     # a Tansu broker started elsewhere (KAFKA_BOOTSTRAP pointing at it).
     kafka_broker_kind: BrokerKind | None = Field(default=None, validation_alias="KAFKA_BROKER_KIND")

@@ -20,7 +20,8 @@ from app.cosmos import CosmosStore, open_cosmos
 from app.kafka.admin import KafkaAdmin
 from app.settings import Settings, get_settings
 from app.stack import stack_up
-from app.stack.services import broker_process, cosmos_process, mariadb_process
+from app.stack.broker import broker_process
+from app.stack.services import cosmos_process, mariadb_process
 
 
 @pytest.fixture(scope="session")

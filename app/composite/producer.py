@@ -69,9 +69,9 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
             "queue.buffering.max.messages": 500000,
             "compression.type": "none",
             "message.max.bytes": max(settings.max_payload_bytes + 65536, 1_000_000),
+            **overrides,
         },
     )
-    config.update(overrides)
     return config
 
 

@@ -49,8 +49,9 @@ from app.ordered.policy import RetryPolicy
 from app.progress import StageFigures, Stages, stage_timeline
 from app.settings import Settings
 from app.stack import stack_up
+from app.stack.broker import broker_process
 from app.stack.process import ManagedProcess
-from app.stack.services import broker_process, start_workers, web_answers
+from app.stack.services import start_workers, web_answers
 from app.subscription import ops
 from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry

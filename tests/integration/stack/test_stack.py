@@ -16,11 +16,11 @@ import pytest
 from app.cosmos import CosmosStore
 from app.settings import Settings
 from app.stack import stack_up
+from app.stack.broker import broker_process
 from app.stack.errors import MissingTool, PortHeldByOther, ServiceUnreachable
 from app.stack.services import (
     LAUNCHER,
     _cosmos_server_module,
-    broker_process,
     cosmos_process,
     ensure_mysql_database,
     stack_down,

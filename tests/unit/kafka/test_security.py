@@ -126,3 +126,42 @@ def test_the_embedded_broker_takes_plaintext_only() -> None:
 def test_an_unknown_protocol_or_mechanism_is_a_settings_error(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=name):
         settings_from(**BOOTSTRAP, **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("env", "quirk"),
+    [
+        ({}, False),  # the embedded broker in memory
+        ({"EMBEDDED_BROKER_STORAGE": "s3"}, True),
+        (
+            {
+                "KAFKA_BOOTSTRAP": "tansu.example:9092",
+                "KAFKA_BROKER_KIND": "embedded",
+                "EMBEDDED_BROKER_STORAGE": "s3",
+            },
+            True,
+        ),
+        ({**BOOTSTRAP, "EMBEDDED_BROKER_STORAGE": "s3"}, False),  # Apache Kafka: the setting is moot
+    ],
+)
+def test_producers_drop_idempotence_only_on_the_embedded_brokers_s3_engine(
+    env: dict[str, str], quirk: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.kafka_security import tansu_s3_loses_idempotent_retries
+    from app.settings import get_settings
+
+    assert tansu_s3_loses_idempotent_retries(settings_from(**env)) is quirk
+    for name in ("KAFKA_BOOTSTRAP", "KAFKA_BROKER_KIND", "EMBEDDED_BROKER_STORAGE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        producer = client_config("127.0.0.1:9092", **{"enable.idempotence": True, "linger.ms": 5})
+        consumer = client_config("127.0.0.1:9092", **{"group.id": "g"})
+    finally:
+        get_settings.cache_clear()
+    assert producer["enable.idempotence"] is not quirk and producer["linger.ms"] == 5
+    if quirk:
+        assert producer["acks"] == "all" and producer["max.in.flight.requests.per.connection"] == 1
+    assert "enable.idempotence" not in consumer and "acks" not in consumer
