@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from app.errors import ServiceUnavailable
 from app.kafka.consuming import Reset, partition_reader
@@ -67,10 +67,16 @@ class EmbeddedBrokerQuirks:
         self._open_probe = open_probe or reader
 
     def end_offsets(self, partitions: Sequence[Partition], timeout_s: float = 10.0) -> list[int]:
-        return _true_end_offsets(self._open_probe, list(partitions), timeout_s)
+        try:
+            return _true_end_offsets(self._open_probe, list(partitions), timeout_s)
+        except KafkaException as exc:  # the broker is away (restarting): the port's answer
+            raise ServiceUnavailable(f"end offsets of {sorted(partitions)} not known: {exc}") from exc
 
     def start_offsets(self, partitions: Sequence[Partition], timeout_s: float = 10.0) -> list[int]:
-        return _true_start_offsets(self._open_probe, list(partitions), timeout_s)
+        try:
+            return _true_start_offsets(self._open_probe, list(partitions), timeout_s)
+        except KafkaException as exc:
+            raise ServiceUnavailable(f"start offsets of {sorted(partitions)} not known: {exc}") from exc
 
     def fetch_guard(self, seek: Callable[[str, int, int], None], *, compacted: bool = False) -> SequenceGuard:
         return SequenceGuard(seek, compacted=compacted)

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Collection, Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.errors import ServiceUnavailable
 from app.kafka.sequence import Jump
 
 __all__ = [
@@ -217,7 +218,11 @@ class InOrderPositions:
         partitions = sorted(p for p, cursor in self._cursors.items() if cursor.quiet(now))
         if not partitions:
             return
-        ends = await asyncio.to_thread(self._end_offsets, partitions)
+        try:
+            ends = await asyncio.to_thread(self._end_offsets, partitions)
+        except ServiceUnavailable as exc:  # the broker is away: the next round asks again
+            log.warning("%s: the watch could not read end offsets (%s); trying again", self.topic, exc)
+            return
         for partition, end in zip(partitions, ends, strict=True):
             cursor = self._cursors.get(partition)
             if cursor is not None and cursor.stalled(end, now):

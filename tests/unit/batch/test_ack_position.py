@@ -12,6 +12,7 @@ from typing import TypeVar
 from app.batch.ack_position import AckTable, read_position, write_position
 from app.batch.errors import PartitionNotReady
 from app.batch.model import BatchStore
+from app.errors import ServiceUnavailable
 from app.kafka.in_order import STALLED_AFTER_S, InOrderPositions
 from tests.unit.batch.conftest import MemoryStore
 
@@ -173,3 +174,27 @@ async def test_a_served_partition_with_nothing_left_is_not_sought() -> None:
     clock[0] = STALLED_AFTER_S * 3
     await acks.watch()
     assert consumer.seeks == []
+
+
+async def test_the_watchdog_outlasts_a_broker_that_does_not_answer_and_seeks_once_it_does() -> None:
+    """A broker restart: the end-offset probe fails (ServiceUnavailable, as the broker port
+    promises); the watch gives up that round instead of ending the worker, and seeks next round."""
+    parts, consumer, clock = FakePartitions({2}), Consumer({2: 0}, {2: 3}), [0.0]
+    away = [True]
+
+    def ends(ps: list[int]) -> list[int]:
+        if away[0]:
+            raise ServiceUnavailable("end offsets of [('acks', 2)] not known: transport failure")
+        return [consumer.ends[p] for p in ps]
+
+    acks = InOrderPositions(
+        "acks", AckTable(parts), consumer.seek, lambda ps: [0 for _ in ps], ends, clock=lambda: clock[0]
+    )
+    assert await acks.admit(2, 0)
+    acks.handled(2, 0)
+    clock[0] = STALLED_AFTER_S + 0.1
+    await acks.watch()
+    assert consumer.seeks == []
+    away[0] = False
+    await acks.watch()
+    assert consumer.seeks == [(2, 1)]
