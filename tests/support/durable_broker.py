@@ -11,7 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.settings import Settings
+import pytest
+
+from app.settings import Settings, get_settings
 from app.stack.broker import broker_process, start_broker, stop_broker
 from app.stack.process import pid_alive, read_pid
 from tests.support.ports import free_port
@@ -55,7 +57,9 @@ class DurableBroker:
 
 
 @contextmanager
-def durable_broker(home: Path) -> Iterator[DurableBroker]:
+def durable_broker(home: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> Iterator[DurableBroker]:
+    """The broker under `home`; with `monkeypatch`, this process is configured for it too, as a
+    hubstream process would be (its environment, read again by get_settings)."""
     settings = Settings(
         HUBSTREAM_HOME=home,
         EMBEDDED_BROKER_PORT=free_port(),
@@ -63,7 +67,14 @@ def durable_broker(home: Path) -> Iterator[DurableBroker]:
         EMBEDDED_S3_PORT=free_port(),
     )
     start_broker(settings)
+    broker = DurableBroker(settings)
     try:
-        yield DurableBroker(settings)
+        if monkeypatch is not None:
+            for name, value in broker.client_env().items():
+                monkeypatch.setenv(name, value)
+            get_settings.cache_clear()
+        yield broker
     finally:
+        if monkeypatch is not None:
+            get_settings.cache_clear()
         stop_broker(settings)

@@ -9,12 +9,14 @@ read back afterwards, and so is a consumer group's offset committed before the k
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from app.composite.producer import producer_config
+from app.composite.store import MetadataStore
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka_security import client_config
 from app.settings import get_settings
@@ -26,15 +28,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DurableBroker]:
-    """The broker, and this process configured for it as a hubstream process would be."""
-    with durable_broker(tmp_path / "broker") as started:
-        for name, value in started.client_env().items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-        try:
-            yield started
-        finally:
-            get_settings.cache_clear()
+    with durable_broker(tmp_path / "broker", monkeypatch) as started:
+        yield started
 
 
 def test_a_killed_durable_broker_keeps_every_acknowledged_record(broker: DurableBroker) -> None:
@@ -57,3 +52,13 @@ def test_a_killed_durable_broker_keeps_committed_offsets(broker: DurableBroker) 
     finally:
         again.close()
     assert [tp.offset for tp in committed] == [7, 3]
+
+
+def test_a_definition_is_read_back_by_a_new_reader_at_once(broker: DurableBroker) -> None:
+    """This engine's listed end lags one record behind a confirmed write at times: a reader that
+    stopped there missed the newest composite topic (one of 6 writes in one of 3 runs)."""
+    for i in range(30):
+        with closing(MetadataStore.of(broker.settings)) as writer:
+            writer.create(f"defined-{i}", 1)
+        with closing(MetadataStore.of(broker.settings)) as reader:
+            assert reader.get(f"defined-{i}").name == f"defined-{i}"

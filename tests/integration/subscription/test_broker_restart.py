@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from app.composite.store import MetadataStore
 from app.kafka.broker import broker_for
 from app.subscription import ops
@@ -22,9 +24,9 @@ MESSAGES, GROUPS, CHUNKS = 6_000, 120, 3
 
 
 async def test_a_subscription_with_retries_survives_broker_restarts(
-    endpoint: Endpoint, unique: str, tmp_path: Path
+    endpoint: Endpoint, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with durable_broker(tmp_path / "broker") as broker:
+    with durable_broker(tmp_path / "broker", monkeypatch) as broker:
         settings = broker.settings
         metadata = MetadataStore.of(settings)
         workers = Workers(tmp_path, f"subtest-{unique}", settings)
@@ -32,7 +34,9 @@ async def test_a_subscription_with_retries_survives_broker_restarts(
             topic = f"restart-{unique}"
             metadata.create(topic, 4)
             endpoint.transient = {f"g{i}" for i in range(0, GROUPS, 4)}
-            registry = SubscriptionRegistry(broker_for(settings), workers.registry_topic)
+            registry = SubscriptionRegistry(
+                broker_for(settings), workers.registry_topic, replication_factor=1
+            )
             ops.create(
                 registry,
                 metadata,
