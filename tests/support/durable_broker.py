@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,12 +61,13 @@ class DurableBroker:
 def durable_broker(home: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> Iterator[DurableBroker]:
     """The broker under `home`; with `monkeypatch`, this process is configured for it too, as a
     hubstream process would be (its environment, read again by get_settings)."""
-    settings = Settings(
-        HUBSTREAM_HOME=home,
-        EMBEDDED_BROKER_PORT=free_port(),
-        EMBEDDED_BROKER_STORAGE="s3",
-        EMBEDDED_S3_PORT=free_port(),
-    )
+    env: dict[str, Any] = {
+        "HUBSTREAM_HOME": home,
+        "EMBEDDED_BROKER_PORT": free_port(),
+        "EMBEDDED_BROKER_STORAGE": "s3",
+        "EMBEDDED_S3_PORT": free_port(),
+    }
+    settings = Settings(**env)  # by the variables' names (the aliases)
     start_broker(settings)
     broker = DurableBroker(settings)
     try:

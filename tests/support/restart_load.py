@@ -96,7 +96,11 @@ def run_restart_load(
     writer.start()
     for i in range(1, restarts + 1):
         share = i * records // (restarts + 2)
-        assert poll_until(lambda share=share: len(acked) >= share or not writer.is_alive(), 300)
+
+        def reached(share: int = share) -> bool:
+            return len(acked) >= share or not writer.is_alive()
+
+        assert poll_until(reached, 300)
         restart()
     writer.join(700)
     assert not writer.is_alive(), "the producer did not finish"
