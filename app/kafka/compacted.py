@@ -62,7 +62,9 @@ class CompactedLog:
         consumer, guard = self._ensure()
         # The broker port's end: the embedded broker's listed end lags behind a confirmed write
         # at times (by one record, seen on its S3 engine), and a read stopping there would miss
-        # the newest definition until the next write.
+        # the newest definition until the next write. On that broker the port probes with a
+        # consumer of its own (about 8 ms a read here, against 0.5 ms for the listed end); on
+        # Apache Kafka it is the same ListOffsets request as before.
         high = self.broker.end_offsets([(self.topic, 0)], timeout_s)[0]
         deadline = time.monotonic() + timeout_s
         while self._position < high:
