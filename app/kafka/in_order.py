@@ -209,7 +209,14 @@ class InOrderPositions:
         """Seek back partitions whose records stopped coming with some left before their end. Only
         quiet partitions cost an end-offset probe: one handling records is not stalled. A partition
         served here that has had no record yet is watched too (its only records may have been
-        skipped)."""
+        skipped). A round the broker does not answer (restarting, or this process was paused past
+        its probes' timeouts) is given up; the next round asks again."""
+        try:
+            await self._watch_round()
+        except ServiceUnavailable as exc:
+            log.warning("%s: the watch could not read offsets (%s); trying again", self.topic, exc)
+
+    async def _watch_round(self) -> None:
         self._owned()
         for partition in sorted(self.store.served()):
             if partition not in self._cursors and self.store.serves(partition):
@@ -218,11 +225,7 @@ class InOrderPositions:
         partitions = sorted(p for p, cursor in self._cursors.items() if cursor.quiet(now))
         if not partitions:
             return
-        try:
-            ends = await asyncio.to_thread(self._end_offsets, partitions)
-        except ServiceUnavailable as exc:  # the broker is away: the next round asks again
-            log.warning("%s: the watch could not read end offsets (%s); trying again", self.topic, exc)
-            return
+        ends = await asyncio.to_thread(self._end_offsets, partitions)
         for partition, end in zip(partitions, ends, strict=True):
             cursor = self._cursors.get(partition)
             if cursor is not None and cursor.stalled(end, now):

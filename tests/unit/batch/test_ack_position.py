@@ -198,3 +198,31 @@ async def test_the_watchdog_outlasts_a_broker_that_does_not_answer_and_seeks_onc
     away[0] = False
     await acks.watch()
     assert consumer.seeks == [(2, 1)]
+
+
+async def test_the_watchdog_outlasts_a_resume_offset_the_broker_does_not_answer() -> None:
+    """A partition served here with no record yet: the watch asks where the group resumes it. A
+    worker resumed after a pause found that probe timed out (ServiceUnavailable), and the timer
+    ended the worker; the round is given up instead, and the next one makes the cursor."""
+    parts, consumer, clock = FakePartitions({4}), Consumer({4: 0}, {4: 2}), [0.0]
+    away = [True]
+
+    def resume(ps: list[int]) -> list[int]:
+        if away[0]:
+            raise ServiceUnavailable("start offsets of [('acks', 4)] not known after 10 s")
+        return [consumer.committed.get(p, 0) for p in ps]
+
+    acks = InOrderPositions(
+        "acks",
+        AckTable(parts),
+        consumer.seek,
+        resume,
+        lambda ps: [consumer.ends[p] for p in ps],
+        clock=lambda: clock[0],
+    )
+    await acks.watch()
+    away[0] = False
+    await acks.watch()
+    clock[0] = STALLED_AFTER_S + 0.1
+    await acks.watch()
+    assert consumer.seeks == [(4, 0)]
