@@ -26,6 +26,7 @@ __all__ = [
     "get_settings",
     "is_loopback",
     "is_wildcard",
+    "worker_url",
 ]
 
 # Which broker answers (app.kafka.broker): the embedded Tansu broker, whose quirks hubstream works
@@ -94,6 +95,17 @@ class MysqlTarget:
 # Accepted only while the worker listens on loopback (app.web.security.check_bind).
 DEV_JWT_SECRET = "hubstream-local-dev-secret-change-me"
 MIN_JWT_SECRET_BYTES = 32
+
+
+def worker_url(text: str, what: str) -> str:
+    """`text` as the URL a worker is reached at (scheme, host and port, no trailing slash);
+    ConfigError naming `what` when it is not one."""
+    url = urlparse(text)
+    if url.scheme not in ("http", "https") or not url.hostname or is_wildcard(url.hostname):
+        raise ConfigError(f"{what}={text}: expected http(s)://HOST:PORT")
+    if url.username or url.password or url.path not in ("", "/") or url.query or url.fragment:
+        raise ConfigError(f"{what}={text}: a worker's URL is scheme, host and port only")
+    return f"{url.scheme}://{url.netloc}"
 
 
 class Settings(BaseSettings):
@@ -282,14 +294,7 @@ class Settings(BaseSettings):
                 )
             host = self.web_host.strip().strip("[]")
             return f"http://{f'[{host}]' if ':' in host else host}:{self.web_port}"
-        url = urlparse(self.web_advertised_url)
-        if url.scheme not in ("http", "https") or not url.hostname or is_wildcard(url.hostname):
-            raise ConfigError(f"WEB_ADVERTISED_URL={self.web_advertised_url}: expected http(s)://HOST:PORT")
-        if url.username or url.password or url.path not in ("", "/") or url.query or url.fragment:
-            raise ConfigError(
-                f"WEB_ADVERTISED_URL={self.web_advertised_url}: a worker's URL is scheme, host and port only"
-            )
-        return f"{url.scheme}://{url.netloc}"
+        return worker_url(self.web_advertised_url, "WEB_ADVERTISED_URL")
 
     @property
     def embedded_kafka(self) -> bool:

@@ -4,7 +4,8 @@
 Each polls its predicate until it returns a truthy value, which it returns, or until `timeout_s`
 has passed: then it returns None, and the caller says what it waited for in its own error.
 
-`after_conflict` is the pause before a compare-and-swap loop tries again.
+`after_conflict` is the pause before a compare-and-swap loop tries again. `being_cancelled` tells
+a task's own cancellation from a cancelled wait inside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, overload
 
-__all__ = ["after_conflict", "async_poll_until", "conflict_pause_s", "poll_until"]
+__all__ = ["after_conflict", "async_poll_until", "being_cancelled", "conflict_pause_s", "poll_until"]
 
 T = TypeVar("T")
 
@@ -76,3 +77,11 @@ async def after_conflict(attempt: int, attempts: int, max_s: float = 0.05) -> No
     pause = conflict_pause_s(attempt, attempts, max_s)
     if pause:
         await asyncio.sleep(pause)
+
+
+def being_cancelled() -> bool:
+    """Is the running task being cancelled? If not, a CancelledError caught now came from a wait
+    inside it that something else cancelled (an inner task, a client's own cancelled future), and
+    the task should carry on rather than end as if it had been cancelled."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -10,14 +10,14 @@ from urllib.parse import urlsplit
 import click
 import orjson
 
-from app.errors import HubstreamError
+from app.errors import ConfigError, HubstreamError
 from app.observability.json_logs import faust_logging_config
 from app.service_errors import REFUSED, UNANSWERED, service_failure
-from app.settings import get_settings
+from app.settings import get_settings, worker_url
 
 T = TypeVar("T")
 
-__all__ = ["URL", "HubstreamGroup", "echo_json", "run_faust_worker"]
+__all__ = ["URL", "WORKER_URL", "HubstreamGroup", "echo_json", "run_faust_worker"]
 
 
 def echo_json(data: Any) -> None:
@@ -42,6 +42,21 @@ class _Url(click.ParamType):
 
 
 URL = _Url()
+
+
+class _WorkerUrl(click.ParamType):
+    """The URL a worker advertises (`app.settings.worker_url`): scheme, host and port."""
+
+    name = "worker-url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return worker_url(str(value), "--worker-url")
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+WORKER_URL = _WorkerUrl()
 
 
 class HubstreamGroup(click.Group):

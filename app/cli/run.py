@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import orjson
 
-from app.cli.common import run_guarded
+from app.cli.common import WORKER_URL, run_guarded
 from app.settings import get_settings
 
 
@@ -17,8 +17,22 @@ from app.settings import get_settings
 @click.option("--timeout-s", type=float, default=1800.0, show_default=True)
 @click.option("--topic", default="data-available", show_default=True, help="composite topic of the flow")
 @click.option("--subscription", default="hub-feed", show_default=True, help="subscription feeding the hub")
+@click.option(
+    "--worker-url",
+    "worker_urls",
+    multiple=True,
+    type=WORKER_URL,
+    help="a worker running elsewhere, by the URL it advertises (repeat for each); none is started then",
+)
 def run(
-    events: int, recipients: int, invalid: int, workers: int, timeout_s: float, topic: str, subscription: str
+    events: int,
+    recipients: int,
+    invalid: int,
+    workers: int,
+    timeout_s: float,
+    topic: str,
+    subscription: str,
+    worker_urls: tuple[str, ...],
 ) -> None:
     """Start the stack and workers, ingest a sample with Spark, let the subscription fill the hub
     while a pipeline mirrors into MySQL, let every actor peek and dequeue until the hub is empty,
@@ -28,7 +42,14 @@ def run(
 
     def body() -> None:
         options = MainJobOptions(
-            events, recipients, invalid, workers, timeout_s=timeout_s, topic=topic, subscription=subscription
+            events,
+            recipients,
+            invalid,
+            workers,
+            timeout_s=timeout_s,
+            topic=topic,
+            subscription=subscription,
+            worker_urls=worker_urls,
         )
         counts = run_main_job(get_settings(), options)
         click.echo(orjson.dumps(counts).decode())

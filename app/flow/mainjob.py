@@ -51,7 +51,7 @@ from app.settings import Settings
 from app.stack import stack_up
 from app.stack.broker import broker_process
 from app.stack.process import ManagedProcess
-from app.stack.services import start_workers, web_answers
+from app.stack.services import start_workers, url_answers, web_answers
 from app.subscription import ops
 from app.subscription.model import EndpointSpec, Status
 from app.subscription.registry import SubscriptionRegistry
@@ -91,6 +91,14 @@ class MainJobOptions:
     timeout_s: float = 1800.0
     topic: str = "data-available"
     subscription: str = "hub-feed"
+    # Workers running elsewhere (other hosts or containers), by the URL each advertises: the job
+    # starts none and drives these instead (the batch API on the first, the actors over all).
+    worker_urls: tuple[str, ...] = ()
+
+    def worker_bases(self, settings: Settings) -> list[str]:
+        if self.worker_urls:
+            return [url.rstrip("/") for url in self.worker_urls]
+        return [f"http://127.0.0.1:{settings.web_port + i}" for i in range(self.workers)]
 
 
 def _say(console: Console, text: str) -> None:
@@ -246,10 +254,9 @@ HUB_STAGE_GRACE_S = 10.0  # how long the drain waits for the hub stage's line, a
 
 
 def _drain(
-    settings: Settings, workers: int, recipients: list[str], expected: int, stages: Stages
+    settings: Settings, bases: list[str], recipients: list[str], expected: int, stages: Stages
 ) -> DrainReport:
     """Every actor peeks and dequeues until empty, concurrently, through the workers' HTTP actor API."""
-    bases = [f"http://127.0.0.1:{settings.web_port + i}" for i in range(workers)]
     tokens = TokenRules.of(settings)
 
     def progress(report: DrainReport) -> None:
@@ -301,9 +308,15 @@ def run_main_job(
     _say(console, "starting the embedded stack")
     report = stack_up(settings)
     console.print_json(orjson.dumps(report.as_dict()).decode())
-    _say(console, f"starting {options.workers} workers")
-    for line in start_workers(settings, options.workers):
-        console.print(f"  {line}")
+    bases = options.worker_bases(settings)
+    if options.worker_urls:
+        _say(console, f"using {len(bases)} workers running elsewhere: {', '.join(bases)}")
+        for base in bases:
+            _wait(f"the worker at {base}", functools.partial(url_answers, f"{base}/"), 120.0)
+    else:
+        _say(console, f"starting {options.workers} workers")
+        for line in start_workers(settings, options.workers):
+            console.print(f"  {line}")
     _ensure_topology(settings, options)
     prepare_mirror(settings, broker_incarnation(settings))
     _say(console, "starting the MySQL mirror pipeline")
@@ -324,7 +337,7 @@ def run_main_job(
                 topic=options.topic,
                 batch=True,
                 wait=True,
-                batch_url=f"http://127.0.0.1:{settings.web_port}",
+                batch_url=bases[0],
                 wait_timeout_s=options.timeout_s,
             ),
             settings,
@@ -341,7 +354,7 @@ def run_main_job(
         poll_until(lambda: stages.finished("hub"), HUB_STAGE_GRACE_S, 0.1)
         recipients = recipient_ids(options.recipients)
         _say(console, f"{len(recipients):,} actors drain the hub through Peek/Dequeue")
-        drained = _drain(settings, options.workers, recipients, summary.produced, stages)
+        drained = _drain(settings, bases, recipients, summary.produced, stages)
     console.print(stages.table())
     produced = since(ends(broker_for(settings), list(before.main)), before.main)
     retries = copy_reasons(broker_for(settings), before.retry)

@@ -32,6 +32,7 @@ __all__ = [
     "start_mariadb",
     "start_workers",
     "table_dirs",
+    "url_answers",
     "web_answers",
     "worker_process",
     "worker_processes",
@@ -245,10 +246,13 @@ def stack_up(settings: Settings) -> StackReport:
 
 
 def web_answers(host: str, port: int) -> bool:
-    if not port_open(host, port):
-        return False
+    return port_open(host, port) and url_answers(f"http://{host}:{port}/")
+
+
+def url_answers(url: str) -> bool:
+    """Does an HTTP server answer at `url` (with any status)?"""
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/", timeout=2):
+        with urllib.request.urlopen(url, timeout=2):
             return True
     except urllib.error.HTTPError:
         return True

@@ -27,6 +27,7 @@ from app.subscription.owners import owner_log_of
 from app.subscription.registry import SubscriptionRegistry
 from app.subscription.runner import ShardRunner, ShardStates
 from app.subscription.shards import shard_of_group, slot_of
+from app.waiting import being_cancelled
 
 __all__ = ["ShardKey", "StateTable", "Supervisor"]
 
@@ -80,6 +81,12 @@ class Supervisor:
         a slow broker (e.g. end offsets not known in time) must not take the worker down."""
         try:
             await self._reconcile()
+        except asyncio.CancelledError:
+            if being_cancelled():
+                raise
+            # a wait inside was cancelled, not this timer: ending here would end every later
+            # reconcile (Faust drops a timer whose call ends cancelled) and strand every shard
+            log.exception("subscription reconcile cut by a cancelled wait; retrying at the next reconcile")
         except Exception:
             log.exception("subscription reconcile failed; retrying at the next reconcile")
 
@@ -178,6 +185,10 @@ class Supervisor:
             except LaneLost as exc:
                 self._lost_at[(sub.name, shard)] = time.monotonic()
                 log.warning("%s stopped: %s", runner.label, exc)
+            except asyncio.CancelledError:
+                if being_cancelled():
+                    raise
+                log.exception("%s cut by a cancelled wait; it restarts at the next reconcile", runner.label)
             except Exception:
                 log.exception("%s failed; it restarts at the next reconcile", runner.label)
             finally:
@@ -190,9 +201,10 @@ class Supervisor:
         runner, task, _sub = self.runners.pop(key)
         self._owns.pop(key, None)
         runner.stop()
-        try:
-            await asyncio.wait_for(task, timeout=30)
-        except TimeoutError:
+        # asyncio.wait, not wait_for: awaiting a shard task that ended cancelled would raise that
+        # cancellation here, in the caller (the reconcile timer)
+        done, _ = await asyncio.wait({task}, timeout=30)
+        if not done:
             task.cancel()
             log.error("%s did not stop within 30 s; cancelled", runner.label)
 

@@ -56,6 +56,7 @@ class MainFlowRun:
     invalid: int
     crash_at: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. another broker and its security
+    worker_urls: tuple[str, ...] = ()  # workers the test runs elsewhere: the job starts none
     home: Path = field(init=False)
     base_port: int = field(init=False)
     env: dict[str, str] = field(init=False)
@@ -97,6 +98,8 @@ class MainFlowRun:
         args = ["--events", str(self.events), "--recipients", str(self.recipients)]
         args += ["--invalid", str(self.invalid), "--topic", f"da-{self.unique}"]
         args += ["--subscription", f"hub-{self.unique}", "--timeout-s", "600"]
+        for url in self.worker_urls:
+            args += ["--worker-url", url]
         with open(self.err_path, "wb") as err:
             self.job = subprocess.Popen(
                 [sys.executable, "-m", "app.cli.main", "run", *args],

@@ -22,6 +22,14 @@ __all__ = ["Host", "Lan", "lan"]
 class Host:
     netns: str
     address: str
+    link: str  # the bridge's end of the host's veth pair: set down, the host is cut off
+
+    def cut(self) -> None:
+        """Take the host off the network (its processes keep running, unreachable)."""
+        _ip("link", "set", self.link, "down")
+
+    def restore(self) -> None:
+        _ip("link", "set", self.link, "up")
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run on this host (`ip netns exec` execs it: its pid is the process's own)."""
@@ -58,13 +66,13 @@ def _free_subnet() -> str:
 def lan(count: int) -> Iterator[Lan]:
     token = secrets.token_hex(3)
     prefix, bridge = _free_subnet(), f"hsb{token}"
-    hosts = tuple(Host(f"hs{token}-{i}", f"{prefix}.{i + 2}") for i in range(count))
+    hosts = tuple(Host(f"hs{token}-{i}", f"{prefix}.{i + 2}", f"hsv{token}{i}") for i in range(count))
     try:
         _ip("link", "add", bridge, "type", "bridge")
         _ip("addr", "add", f"{prefix}.1/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for i, host in enumerate(hosts):
-            outside, inside = f"hsv{token}{i}", f"hsp{token}{i}"
+            outside, inside = host.link, f"hsp{token}{i}"
             _ip("netns", "add", host.netns)
             _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
             _ip("link", "set", inside, "netns", host.netns)

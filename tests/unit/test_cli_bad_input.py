@@ -1,5 +1,5 @@
 """Bad input to the CLI ends with one `error:` line and exit status 2, never a traceback: a
-malformed --url (before: httpx.InvalidURL or http.client.InvalidURL from inside the client), a
+malformed --url or --worker-url (before: httpx.InvalidURL or http.client.InvalidURL from inside the client), a
 subscription forwarding a framing header or forwarding headers to an in-process sink, and
 pipeline definitions that are not UTF-8, give transforms that are not a list, or name a transform
 file with a syntax error or a relative module (before: UnicodeDecodeError, TypeError, SyntaxError)."""
@@ -24,6 +24,12 @@ from app.pipeline.errors import InvalidDefinition
         (["batch", "--url", "127.0.0.1:6066", "get", "5"], "is not an http(s) URL with a host"),
         (["pipeline", "--url", "http://127.0.0.1:8083x", "pause", "mirror"], "Port could not be cast"),
         (["pipeline", "--url", "ftp://host/", "pause", "mirror"], "is not an http(s) URL with a host"),
+        (
+            ["run", "--worker-url", "worker-1:6066"],
+            "--worker-url=worker-1:6066: expected http(s)://HOST:PORT",
+        ),
+        (["run", "--worker-url", "http://0.0.0.0:6066"], "expected http(s)://HOST:PORT"),
+        (["run", "--worker-url", "http://a:b@worker-1:6066"], "scheme, host and port only"),
         (
             [
                 "subscription",

@@ -3,13 +3,15 @@ compare-and-swap attempts."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.waiting import async_poll_until, conflict_pause_s, poll_until
+from app.waiting import async_poll_until, being_cancelled, conflict_pause_s, poll_until
 
 
 def test_the_first_truthy_value_ends_the_wait() -> None:
@@ -54,3 +56,39 @@ def test_conflict_pauses_are_spread_out_so_racing_writers_fall_out_of_step() -> 
     pauses = [conflict_pause_s(10, 50, 0.05, rng) for _ in range(200)]
     assert len(set(pauses)) == len(pauses)
     assert min(pauses) < 0.002 < 0.008 < max(pauses) <= 0.01
+
+
+async def test_a_cancelled_inner_wait_is_told_from_the_task_s_own_cancellation() -> None:
+    """A shard task that ended cancelled made the reconcile timer awaiting it end cancelled too,
+    and Faust dropped the timer for good: no shard of the worker started again."""
+    inner = asyncio.get_running_loop().create_future()
+    inner.cancel()
+    seen: list[bool] = []
+
+    async def awaits_a_cancelled_future() -> str:
+        try:
+            await inner
+        except asyncio.CancelledError:
+            seen.append(being_cancelled())
+            if being_cancelled():
+                raise
+        return "carried on"
+
+    assert await asyncio.create_task(awaits_a_cancelled_future()) == "carried on"
+
+    started = asyncio.Event()
+
+    async def cancelled_itself() -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append(being_cancelled())
+            raise
+
+    task = asyncio.create_task(cancelled_itself())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == [False, True]

@@ -4,7 +4,10 @@
   (SIGCONT), it commits nothing more, and sends at most the endpoint calls it had started before
   the pause (no more than SUBSCRIPTION_MAX_IN_FLIGHT), which the next run repeats in order.
   Confirming by the workers' shard marks (a mark older than 30 s counted as a dead worker's) let
-  a worker whose lease outlasts that go on: resumed, it delivered and committed again;
+  a worker whose lease outlasts that go on: resumed, it delivered and committed again. An
+  operation cut mid-fence (its claim written and the worker's lease waited out, its release
+  never written) leaves its own claim standing: the same operation run again fences that claim
+  too, and the paused worker still acts no more;
 - a rebalance (a second worker joins) stops only the shards whose slot moves: the shards that
   stay keep running under the claim they had."""
 
@@ -15,7 +18,9 @@ import signal
 from typing import Any
 
 import httpx
+import pytest
 
+from app import crashpoints
 from app.composite.store import MetadataStore
 from app.kafka.admin import committed_offsets
 from app.kafka.broker import broker_for
@@ -49,8 +54,14 @@ async def _shards(web_port: int) -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.parametrize("cut_mid_fence", [False, True], ids=["fenced", "fence-cut-before-its-release"])
 async def test_a_stop_fences_a_paused_worker_which_acts_no_more_once_resumed(
-    stack: Settings, metadata: MetadataStore, workers: Workers, endpoint: Endpoint, unique: str
+    stack: Settings,
+    metadata: MetadataStore,
+    workers: Workers,
+    endpoint: Endpoint,
+    unique: str,
+    cut_mid_fence: bool,
 ) -> None:
     name = f"fence-{unique}"
     sub, registry = started_http_subscription(stack, metadata, workers, endpoint, name, 0.2)
@@ -64,6 +75,13 @@ async def test_a_stop_fences_a_paused_worker_which_acts_no_more_once_resumed(
         workers.procs[port].send_signal(signal.SIGSTOP)
         try:
             await asyncio.to_thread(ops.set_status, registry, name, ops.Status.STOPPED)
+            if cut_mid_fence:  # as a killed operation would: its claim stays, its release never lands
+                with (
+                    crashpoints.armed("subscription.owner.release") as cut,
+                    pytest.raises(crashpoints.InjectedFault),
+                ):
+                    await asyncio.to_thread(ops.wait_stopped, registry, name, 2.0)
+                assert cut.fired
             fenced = await asyncio.to_thread(ops.wait_stopped, registry, name, 2.0)
             assert fenced == [lane_of(name, 0)]  # paused holding it: released by no one but the fence
             before = _delivered(endpoint)
