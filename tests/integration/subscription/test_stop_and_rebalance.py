@@ -54,7 +54,11 @@ async def _shards(web_port: int) -> dict[str, Any]:
     return answer
 
 
-@pytest.mark.parametrize("cut_mid_fence", [False, True], ids=["fenced", "fence-cut-before-its-release"])
+# The cut run checks all that the plain one does, after its re-run; the plain one runs under soak.
+@pytest.mark.parametrize(
+    "cut_mid_fence",
+    [pytest.param(True, id="fence-cut"), pytest.param(False, marks=pytest.mark.soak, id="fenced")],
+)
 async def test_a_stop_fences_a_paused_worker_which_acts_no_more_once_resumed(
     stack: Settings,
     metadata: MetadataStore,
