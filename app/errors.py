@@ -50,7 +50,13 @@ class ConflictError(HubstreamError):
 
 
 class ServiceUnavailable(HubstreamError):
-    """A backing service (Kafka, Cosmos DB, MySQL) did not answer; trying again may work."""
+    """A backing service (Kafka, Cosmos DB, MySQL) did not answer; trying again may work, after
+    `retry_after_s` when the service said how long (the web layer's Retry-After)."""
 
     retriable = True
     http_status = 503
+    retry_after_s: float | None = None  # also for subclasses with an __init__ of their own
+
+    def __init__(self, *args: object, retry_after_s: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after_s = retry_after_s

@@ -5,7 +5,8 @@ Each polls its predicate until it returns a truthy value, which it returns, or u
 has passed: then it returns None, and the caller says what it waited for in its own error.
 
 `after_conflict` is the pause before a compare-and-swap loop tries again. `being_cancelled` tells
-a task's own cancellation from a cancelled wait inside it.
+a task's own cancellation from a cancelled wait inside it. `gather_all` awaits writes side by side
+and fails only once every one of them has ended.
 """
 
 from __future__ import annotations
@@ -15,9 +16,16 @@ import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, overload
+from typing import TypeVar, cast, overload
 
-__all__ = ["after_conflict", "async_poll_until", "being_cancelled", "conflict_pause_s", "poll_until"]
+__all__ = [
+    "after_conflict",
+    "async_poll_until",
+    "being_cancelled",
+    "conflict_pause_s",
+    "gather_all",
+    "poll_until",
+]
 
 T = TypeVar("T")
 
@@ -85,3 +93,15 @@ def being_cancelled() -> bool:
     the task should carry on rather than end as if it had been cancelled."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+async def gather_all(*aws: Awaitable[T]) -> list[T]:
+    """Await every one of `aws` side by side to its end, then raise the first failure (in argument
+    order), if any. `asyncio.gather` raises the first failure at once and leaves the others
+    running unobserved: a caller that then retried (a save whose claim it stops renewing) raced
+    its own earlier writes."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast("list[T]", results)

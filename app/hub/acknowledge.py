@@ -3,7 +3,6 @@ the write to the actor's stream while the bundle leaves events in the drawer."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -14,7 +13,7 @@ from app.hub.documents import drawer_doc, drawer_from_doc
 from app.hub.ledgers import MAX_CAS_ATTEMPTS
 from app.hub.model import DeferredAck, DrawerState, acknowledge_drawer, apply_deferred
 from app.hub.parts import RepositoryPart
-from app.waiting import after_conflict
+from app.waiting import after_conflict, gather_all
 
 __all__ = ["MAX_DEFERRED_DRAWERS", "HubAcknowledge"]
 
@@ -52,7 +51,7 @@ class HubAcknowledge(RepositoryPart[C]):
             allowed = room > 0 and piece.next_seq is not None
             room -= allowed
             may_defer.append(allowed)
-        outcomes = await asyncio.gather(
+        outcomes = await gather_all(
             *(
                 self._acknowledge_slice(ref, i, (deferred or {}).get(piece.drawer_id), may_defer[i])
                 for i, piece in enumerate(ref.slices)

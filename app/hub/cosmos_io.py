@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +18,21 @@ from azure.core import MatchConditions
 from azure.cosmos import exceptions
 from azure.cosmos.aio import ContainerProxy
 
+from app.cosmos.failures import cosmos_failure
 from app.errors import ConfigError, ServiceUnavailable
 from app.hub.model import CabinetKey, Ledger
 from app.hub.ports import AllPages, BatchedCreates, RequestCounter
 
 __all__ = ["HubContainers"]
+
+
+@contextlib.contextmanager
+def _answered(what: str, container: ContainerProxy) -> Iterator[None]:
+    """An error answer of Cosmos DB to `what` on `container` as its typed error (503 or 502)."""
+    try:
+        yield
+    except exceptions.CosmosHttpResponseError as exc:
+        raise cosmos_failure(exc, f"{what} on {container.id}") from exc
 
 
 @dataclass
@@ -61,21 +71,18 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
         pager = container.query_items(
             sql, parameters=parameters, partition_key=partition_key, max_item_count=page_size
         ).by_page()
-        try:
+        with _answered("a query", container):
             async for page in pager:
                 self.counter.add()
                 yield [doc async for doc in page]
-        except exceptions.CosmosHttpResponseError as exc:
-            raise ServiceUnavailable(f"Cosmos query on {container.id} failed: {exc.status_code}") from exc
 
     async def read(self, container: ContainerProxy, doc_id: str, partition_key: str) -> dict[str, Any] | None:
         self.counter.add()
-        try:
-            doc: dict[str, Any] = await container.read_item(doc_id, partition_key=partition_key)
-        except exceptions.CosmosResourceNotFoundError:
-            return None
-        except exceptions.CosmosHttpResponseError as exc:
-            raise ServiceUnavailable(f"Cosmos read on {container.id} failed: {exc.status_code}") from exc
+        with _answered("a read", container):
+            try:
+                doc: dict[str, Any] = await container.read_item(doc_id, partition_key=partition_key)
+            except exceptions.CosmosResourceNotFoundError:
+                return None
         return doc
 
     async def create(self, container: ContainerProxy, doc: dict[str, Any]) -> bool:
@@ -85,10 +92,11 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
     async def create_tagged(self, container: ContainerProxy, doc: dict[str, Any]) -> str | None:
         """Create `doc`; its etag, or None when a document with its id already exists."""
         self.counter.add()
-        try:
-            created: dict[str, Any] = await container.create_item(doc)
-        except exceptions.CosmosResourceExistsError:
-            return None
+        with _answered("a create", container):
+            try:
+                created: dict[str, Any] = await container.create_item(doc)
+            except exceptions.CosmosResourceExistsError:
+                return None
         return str(created["_etag"])
 
     async def replace_if_match(self, container: ContainerProxy, doc: dict[str, Any], etag: str) -> bool:
@@ -98,15 +106,16 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
     async def replace_tagged(self, container: ContainerProxy, doc: dict[str, Any], etag: str) -> str | None:
         """Replace under If-Match; the new etag, or None on a stale etag (412) or a vanished document."""
         self.counter.add()
-        try:
-            replaced: dict[str, Any] = await container.replace_item(
-                doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
-            )
-        except exceptions.CosmosAccessConditionFailedError:
-            self.counter.etag_conflicts += 1
-            return None
-        except exceptions.CosmosResourceNotFoundError:
-            return None
+        with _answered("a replace", container):
+            try:
+                replaced: dict[str, Any] = await container.replace_item(
+                    doc["id"], doc, etag=etag, match_condition=MatchConditions.IfNotModified
+                )
+            except exceptions.CosmosAccessConditionFailedError:
+                self.counter.etag_conflicts += 1
+                return None
+            except exceptions.CosmosResourceNotFoundError:
+                return None
         return str(replaced["_etag"])
 
     async def delete_if_match(
@@ -114,20 +123,24 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
     ) -> bool:
         """Delete under If-Match; False on a stale etag (412) or a vanished document."""
         self.counter.add()
-        try:
-            await container.delete_item(
-                doc_id, partition_key=partition_key, etag=etag, match_condition=MatchConditions.IfNotModified
-            )
-        except exceptions.CosmosAccessConditionFailedError:
-            self.counter.etag_conflicts += 1
-            return False
-        except exceptions.CosmosResourceNotFoundError:
-            return False
+        with _answered("a delete", container):
+            try:
+                await container.delete_item(
+                    doc_id,
+                    partition_key=partition_key,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
+            except exceptions.CosmosAccessConditionFailedError:
+                self.counter.etag_conflicts += 1
+                return False
+            except exceptions.CosmosResourceNotFoundError:
+                return False
         return True
 
     async def delete(self, container: ContainerProxy, doc_id: str, partition_key: str) -> None:
         self.counter.add()
-        with contextlib.suppress(exceptions.CosmosResourceNotFoundError):
+        with _answered("a delete", container), contextlib.suppress(exceptions.CosmosResourceNotFoundError):
             await container.delete_item(doc_id, partition_key=partition_key)
 
     async def batch_create(
@@ -145,5 +158,5 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
                     return False
                 raise ServiceUnavailable(f"Cosmos batch on {container.id} failed: {exc.status_code}") from exc
             except exceptions.CosmosHttpResponseError as exc:
-                raise ServiceUnavailable(f"Cosmos batch on {container.id} failed: {exc.status_code}") from exc
+                raise cosmos_failure(exc, f"a batch on {container.id}") from exc
         return True

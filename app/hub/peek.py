@@ -24,6 +24,7 @@ from app.hub.model import (
 from app.hub.parts import RepositoryPart
 from app.hub.reader import CabinetRead, read_cabinet
 from app.hub.views import CabinetBoard
+from app.waiting import gather_all
 
 __all__ = ["Candidate", "HubPeek"]
 
@@ -136,10 +137,10 @@ class HubPeek(RepositoryPart[C]):
         # Added before any is removed: a drawer with events left keeps an entry at every moment.
         if missing:
             crash_point("hub.peek.catalog_added")
-            await asyncio.gather(*(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing))
+            await gather_all(*(self.io.create(self.io.catalog, catalog_doc(e)) for e in missing))
         if stale:
             crash_point("hub.peek.catalog_removed")
-            await asyncio.gather(
+            await gather_all(
                 *(self.io.delete(self.io.catalog, e.entry_id, cabinet.catalog_partition) for e in stale)
             )
         return board.checked(cabinet, tuple(drawers), first)

@@ -11,13 +11,13 @@ failure of the store is `ServiceUnavailable` (retriable).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from app.hub.actor import ActorBundles, ActorEvent
 from app.hub.model import CabinetKey, Ledger
+from app.waiting import gather_all
 
 __all__ = ["BATCH_LIMIT", "AllPages", "BatchedCreates", "BundleLog", "HubStore", "RequestCounter"]
 
@@ -179,7 +179,7 @@ class BatchedCreates(Generic[C]):
         raise NotImplementedError
 
     async def bulk_create(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> None:
-        await asyncio.gather(*(self._create_chunk(container, partition_key, c) for c in _chunks(docs)))
+        await gather_all(*(self._create_chunk(container, partition_key, c) for c in _chunks(docs)))
 
     async def _create_chunk(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> None:
         if await self.batch_create(container, partition_key, docs):
@@ -188,9 +188,7 @@ class BatchedCreates(Generic[C]):
             await self.create(container, doc)
 
     async def create_all_new(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:
-        created = await asyncio.gather(
-            *(self.batch_create(container, partition_key, c) for c in _chunks(docs))
-        )
+        created = await gather_all(*(self.batch_create(container, partition_key, c) for c in _chunks(docs)))
         return all(created)
 
 

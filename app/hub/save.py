@@ -36,7 +36,7 @@ from app.hub.parts import RepositoryOptions, RepositoryPart
 from app.hub.ports import HubStore
 from app.hub.saving import IndexEntry, SavePlan, plan_save
 from app.hub.views import CabinetBoard
-from app.waiting import after_conflict
+from app.waiting import after_conflict, gather_all
 
 __all__ = ["HubSave", "SaveResult"]
 
@@ -73,7 +73,7 @@ class HubSave(RepositoryPart[C]):
         by_recipient: dict[str, list[DataAvailable]] = {}
         for event in events:
             by_recipient.setdefault(event.recipient, []).append(event)
-        results = await asyncio.gather(*(self._save_in_turn(r, evs) for r, evs in by_recipient.items()))
+        results = await gather_all(*(self._save_in_turn(r, evs) for r, evs in by_recipient.items()))
         return SaveResult(sum(r.saved for r in results), sum(r.duplicates for r in results))
 
     async def _save_in_turn(self, recipient: str, events: list[DataAvailable]) -> SaveResult:
@@ -103,7 +103,7 @@ class HubSave(RepositoryPart[C]):
             async with self._claim_kept(recipient, allocation.token):
                 written = await self._write_index(recipient, plan.to_place, allocation, index)
                 if written:
-                    await asyncio.gather(
+                    await gather_all(
                         *(
                             self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p, ledger)
                             for p in allocation.placements
@@ -185,7 +185,7 @@ class HubSave(RepositoryPart[C]):
             else:
                 takeovers.append((doc, entry.etag))
         crash_point("hub.save.index")
-        results = await asyncio.gather(
+        results = await gather_all(
             self.io.create_all_new(self.io.ids, recipient, fresh),
             *(self.io.replace_if_match(self.io.ids, doc, etag) for doc, etag in takeovers),
         )

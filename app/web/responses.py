@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hmac
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from app.errors import HubstreamError, InvalidInput
+from app.errors import HubstreamError, InvalidInput, ServiceUnavailable
 from app.service_errors import UNANSWERED
 from app.settings import Settings
 from app.web.models import Error, to_wire
@@ -63,7 +64,16 @@ def _error(error: str, reason: str, status: int) -> web.Response:
 
 
 def error_response(exc: HubstreamError) -> web.Response:
-    return _error(type(exc).__name__, str(exc), exc.http_status)
+    response = _error(type(exc).__name__, str(exc), exc.http_status)
+    if exc.http_status == 503:
+        wait_s = exc.retry_after_s if isinstance(exc, ServiceUnavailable) else None
+        response.headers["Retry-After"] = _retry_after(wait_s)
+    return response
+
+
+def _retry_after(wait_s: float | None) -> str:
+    """Whole seconds, at least 1 (the header takes no fractions)."""
+    return str(max(1, math.ceil(wait_s or 1)))
 
 
 _PHRASES = {  # pydantic's error types, as this API words them
@@ -150,7 +160,9 @@ def guarded(handler: Handler) -> Handler:
                 "%s: backing service unavailable: %s: %s", handler.__qualname__, type(exc).__name__, exc
             )
             reason = f"a backing service did not answer ({type(exc).__name__}); retry"
-            return _error("ServiceUnavailable", reason, 503)
+            response = _error("ServiceUnavailable", reason, 503)
+            response.headers["Retry-After"] = _retry_after(None)
+            return response
         except Exception as exc:
             log.exception("unhandled error in %s", handler.__qualname__)
             reason = f"{type(exc).__name__}: {exc}"[:300]  # the worker's log has the traceback

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.waiting import async_poll_until, being_cancelled, conflict_pause_s, poll_until
+from app.waiting import async_poll_until, being_cancelled, conflict_pause_s, gather_all, poll_until
 
 
 def test_the_first_truthy_value_ends_the_wait() -> None:
@@ -92,3 +92,27 @@ async def test_a_cancelled_inner_wait_is_told_from_the_task_s_own_cancellation()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen == [False, True]
+
+
+async def test_gather_all_raises_only_once_every_sibling_has_ended() -> None:
+    """asyncio.gather raised the first failure at once and left the other writes running: a save
+    whose placement failed stopped renewing its claim while its other placements still wrote."""
+    ended: list[str] = []
+    release = asyncio.Event()
+
+    async def fails() -> str:
+        raise ValueError("refused")
+
+    async def slow_write() -> str:
+        await release.wait()
+        ended.append("slow write")
+        return "written"
+
+    gathering = asyncio.create_task(gather_all(fails(), slow_write()))
+    await asyncio.sleep(0)  # both started; the failure is in
+    assert not gathering.done(), "gave up while a sibling was still writing"
+    release.set()
+    with pytest.raises(ValueError, match="refused"):
+        await gathering
+    assert ended == ["slow write"]
+    assert await gather_all(asyncio.sleep(0, "a"), asyncio.sleep(0, "b")) == ["a", "b"]
