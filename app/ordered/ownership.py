@@ -101,11 +101,18 @@ class LaneOwnership:
             )
         while (wait := lease.wait_s(self._clock())) > 0:
             await self._sleep(min(wait, self.interval_s))
-            await self._refreshed()
-            if lease.lost:
-                self.leases.pop(lane, None)
-                raise LaneLost(f"lane {lane}: a later claim took it over during the takeover wait")
+            await self._confirmed(lease)
+        if not lease.may_act(self._clock()):
+            # the wait ended past the last read that confirmed the claim (this process ran late):
+            # one more read confirms it, or finds the later claim that ended it
+            await self._confirmed(lease)
         return lease
+
+    async def _confirmed(self, lease: Lease) -> None:
+        await self._refreshed()
+        if lease.lost:
+            self.leases.pop(lease.lane, None)
+            raise LaneLost(f"lane {lease.lane}: a later claim took it over during the takeover wait")
 
     async def release(self, lease: Lease) -> None:
         """Hand the lane back: the next owner need not wait. Nothing is written for a lease that
