@@ -91,14 +91,11 @@ class MainJobOptions:
     timeout_s: float = 1800.0
     topic: str = "data-available"
     subscription: str = "hub-feed"
-    # Workers running elsewhere (other hosts or containers), by the URL each advertises: the job
-    # starts none and drives these instead (the batch API on the first, the actors over all).
-    worker_urls: tuple[str, ...] = ()
+    worker_urls: tuple[str, ...] = ()  # workers run elsewhere, by their URLs: none started here
 
-    def worker_bases(self, settings: Settings) -> list[str]:
-        if self.worker_urls:
-            return [url.rstrip("/") for url in self.worker_urls]
-        return [f"http://127.0.0.1:{settings.web_port + i}" for i in range(self.workers)]
+    def worker_bases(self, settings: Settings) -> list[str]:  # batch API on the first, actors on all
+        local = [f"http://127.0.0.1:{settings.web_port + i}" for i in range(self.workers)]
+        return [url.rstrip("/") for url in self.worker_urls] or local
 
 
 def _say(console: Console, text: str) -> None:
@@ -262,8 +259,7 @@ def _drain(
     def progress(report: DrainReport) -> None:
         stages.update("drain", report.drained, expected)
 
-    # A worker killed mid-save leaves a claim that hides the retried events for
-    # HUB_SAVE_LEASE_S: the actors keep coming back that long at most.
+    # A save killed mid-way hides its retried events for HUB_SAVE_LEASE_S: actors come back that long.
     drained = asyncio.run(
         drain_actors(
             bases,
@@ -311,7 +307,7 @@ def run_main_job(
     bases = options.worker_bases(settings)
     if options.worker_urls:
         _say(console, f"using {len(bases)} workers running elsewhere: {', '.join(bases)}")
-        for base in bases:
+        for base in bases:  # each answers before the job goes on
             _wait(f"the worker at {base}", functools.partial(url_answers, f"{base}/"), 120.0)
     else:
         _say(console, f"starting {options.workers} workers")
