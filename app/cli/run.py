@@ -13,7 +13,7 @@ from app.settings import get_settings
 @click.option("--events", type=int, default=200_000, show_default=True, help="sample events to generate")
 @click.option("--recipients", type=int, default=1000, show_default=True)
 @click.option("--invalid", type=int, default=25, show_default=True, help="invalid rows mixed into the sample")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--timeout-s", type=float, default=1800.0, show_default=True)
 @click.option("--topic", default="data-available", show_default=True, help="composite topic of the flow")
 @click.option("--subscription", default="hub-feed", show_default=True, help="subscription feeding the hub")

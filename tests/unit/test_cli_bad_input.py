@@ -28,6 +28,7 @@ from app.pipeline.errors import InvalidDefinition
             ["run", "--worker-url", "worker-1:6066"],
             "--worker-url=worker-1:6066: expected http(s)://HOST:PORT",
         ),
+        (["run", "--workers", "0"], "0 is not in the range x>=1"),  # before: an IndexError
         (["run", "--worker-url", "http://0.0.0.0:6066"], "expected http(s)://HOST:PORT"),
         (["run", "--worker-url", "http://a:b@worker-1:6066"], "scheme, host and port only"),
         (
