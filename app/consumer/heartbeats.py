@@ -15,13 +15,13 @@ from confluent_kafka import OFFSET_END, TopicPartition
 from app.consumer.members import Member, decode_member
 from app.consumer.model import ConsumerSettings
 from app.consumer.parts import TP, OnLoop
-from app.consumer.progress import OffsetTracker
 from app.consumer.queues import KafkaStateLog
 from app.consumer.stats import ConsumerStats
 from app.consumer.throttle import Sample, Throttle
 from app.errors import HubstreamError
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import AsyncProducer
+from app.ordered.progress import OffsetTracker
 
 __all__ = ["Heartbeats"]
 

@@ -19,11 +19,11 @@ from app.consumer.eager import Suspended, start
 from app.consumer.engine import KEY_HEADER, LibraryEngine, Record
 from app.consumer.model import ConsumerSettings, Message, record_key
 from app.consumer.parts import TP, Item, Lane
-from app.consumer.progress import KeyLanes, OffsetTracker
 from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats, Counted
 from app.consumer.throttle import Throttle
 from app.ordered.errors import UndecodableMessage
+from app.ordered.progress import KeyLanes, OffsetTracker
 from app.ordered.records import decode_internal, header_map
 from app.ordered.retries import take_due
 from app.ordered.work import Work

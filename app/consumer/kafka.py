@@ -48,7 +48,6 @@ from app.consumer.partition_ownership import PartitionOwnership
 from app.consumer.parts import TP, Commit, Item, Lane
 from app.consumer.periodic import PeriodicWork
 from app.consumer.polling import PollThread
-from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
 from app.consumer.queues import KafkaQueues, KafkaStateLog
 from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats, Counted, StatsCollector
@@ -63,6 +62,7 @@ from app.observability import metrics
 from app.ordered.lease import Lease
 from app.ordered.owner_log import KafkaOwnerLog
 from app.ordered.ownership import LaneOwnership
+from app.ordered.progress import KeyLanes, OffsetTracker, partition_shares
 from app.ordered.work import Work
 
 __all__ = ["KeyedConsumer"]

@@ -16,13 +16,13 @@ from app.consumer.inspect import changelog_states
 from app.consumer.model import ConsumerSettings, message_id
 from app.consumer.owner import InFlight, LaneSet, Request, decode_request, encode_reply, owner_answer
 from app.consumer.parts import TP, Item, Lane, OnLoop
-from app.consumer.progress import KeyLanes
 from app.consumer.queues import KafkaStateLog
 from app.crashpoints import crash_point
 from app.errors import HubstreamError
 from app.kafka.broker import broker_for
 from app.kafka.consuming import partition_reader
 from app.kafka.producing import AsyncProducer
+from app.ordered.progress import KeyLanes
 from app.ordered.rules import GroupState
 from app.ordered.work import Work
 

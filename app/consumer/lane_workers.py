@@ -18,9 +18,9 @@ from app.consumer.engine import LibraryEngine
 from app.consumer.intake import _record
 from app.consumer.model import ConsumerSettings, Message
 from app.consumer.parts import TP, Item, Lane
-from app.consumer.progress import KeyLanes, OffsetTracker
 from app.consumer.stats import ConsumerStats, Counted
 from app.consumer.throttle import Throttle
+from app.ordered.progress import KeyLanes, OffsetTracker
 from app.ordered.work import Work
 
 __all__ = ["LaneWorkers"]

@@ -15,7 +15,6 @@ from app.consumer.model import ConsumerSettings
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
 from app.consumer.parts import TP, Commit, Item, Lane
 from app.consumer.periodic import _commit_of
-from app.consumer.progress import KeyLanes, OffsetTracker
 from app.consumer.queues import KafkaStateLog
 from app.consumer.stats import ConsumerStats
 from app.errors import HubstreamError
@@ -24,6 +23,7 @@ from app.kafka.reading import read_from
 from app.ordered.lease import LaneLost, Lease
 from app.ordered.orphans import Copy, Queue
 from app.ordered.ownership import LaneOwnership
+from app.ordered.progress import KeyLanes, OffsetTracker
 from app.ordered.work import Work
 
 __all__ = ["PartitionOwnership"]

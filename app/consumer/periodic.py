@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from app.consumer.model import ConsumerSettings
 from app.consumer.parts import TP, Commit, Item, Lane
-from app.consumer.progress import KeyLanes, OffsetTracker
 from app.consumer.queues import KafkaStateLog
 from app.consumer.source import Source
 from app.consumer.stats import ConsumerStats
 from app.errors import HubstreamError
+from app.ordered.progress import KeyLanes, OffsetTracker
 from app.ordered.rules import forgettable, settled
 
 __all__ = ["PeriodicWork"]

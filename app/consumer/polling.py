@@ -18,12 +18,12 @@ from app.composite.store import MetadataStore
 from app.consumer.model import ConsumerSettings
 from app.consumer.owner import LaneSet
 from app.consumer.parts import TP, Commit, OnLoop
-from app.consumer.progress import OffsetTracker, decode_finished
 from app.consumer.source import Source
 from app.consumer.storage_reading import StorageReading
 from app.crashpoints import crash_point
 from app.errors import HubstreamError
 from app.kafka.broker import FetchGuard
+from app.ordered.progress import OffsetTracker, decode_finished
 
 __all__ = ["PollThread"]
 

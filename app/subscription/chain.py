@@ -17,17 +17,23 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from app.composite.advance import may_leave, read_index
 from app.composite.model import CompositeTopic, StorageTopic
+from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
+from app.crashpoints import crash_point
 from app.kafka.broker import BrokerPort
+from app.ordered.errors import UndecodableMessage
+from app.ordered.lanes import GroupLanes
+from app.ordered.records import decode_group_id
 from app.ordered.work import Work
 from app.settings import Settings
-from app.subscription.delivery import Delivery, ShardStates, ShardStats
+from app.subscription.delivery import Delivery, ShardStates, ShardStats, rq_work
 from app.subscription.errors import InvalidSubscription
 from app.subscription.model import Subscription
+from app.subscription.orphans import fed_headers
 from app.subscription.shards import assignments, chain_keeps_shards, check_shardable
 
 __all__ = ["ChainReader", "LoadStates", "ShardChain"]
@@ -77,6 +83,8 @@ class ShardChain:
     _mq_gate_logged: int
     _rq_buffers: dict[TopicPartition, deque[Work]]
     _consumer: AIOKafkaConsumer | None
+    _rq_out: AsyncCompositeProducer | None
+    _lanes: GroupLanes[TopicPartition, str, Work] | None
 
     @property
     def label(self) -> str:
@@ -85,6 +93,7 @@ class ShardChain:
     if TYPE_CHECKING:  # defined by ShardRunner; a stub here must not stand in for them at runtime
 
         async def _commit_positions(self) -> None: ...
+        def check_lease(self) -> None: ...
         async def _assign(self) -> None: ...
 
     # -- storage topic order --------------------------------------------------------------------
@@ -117,6 +126,22 @@ class ShardChain:
             self._feed_all = tps
             self._feed = {tp for tp in tps if tp.partition % count == self.shard_id}
             log.info("%s feeds %d old RQ partitions into RQ storage %d", self.label, len(self._feed), old)
+
+    async def _feed_records(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+        """Re-produce old RQ records (headers kept) so routing puts them in their new shard."""
+        assert self._rq_out is not None
+        for rec in records:
+            try:
+                group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
+            except UndecodableMessage:
+                work = rq_work(rec, self.rq.idx, self.settings.max_group_id_bytes)
+                self.stats.count(await self.delivery.engine.undecodable(work))
+                continue
+            headers = fed_headers(rec.headers, (self._topic(self.rq).index_of(rec.topic), rec.offset))
+            self.check_lease()
+            crash_point("subscription.rq.fed")  # records fed so far come again after a restart
+            await self._rq_out.produce(group, rec.value or b"", headers=headers)
+            self.stats.fed += 1
 
     async def _drained(self, tps: list[TopicPartition]) -> bool:
         return all((await self._drained_facts(tps)).values())

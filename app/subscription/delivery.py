@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -184,7 +183,7 @@ class Delivery:
             generation=generation,  # MQ rewinds bump the epoch: older "handled" marks no longer apply
             log_context={"subscription": sub.name},
         )
-        self._concurrent = sub.endpoint.kind == "http"
+        self.concurrent = sub.endpoint.kind == "http"  # groups side by side (`GroupLanes`)
         self._limit = asyncio.Semaphore(settings.subscription_max_in_flight)
 
     @property
@@ -236,24 +235,15 @@ class Delivery:
             return
         self.stats.count(await self.engine.run(work))
 
-    # -- per-message endpoints ------------------------------------------------------------------
+    async def handle_within_limit(self, work: Work) -> None:
+        """`handle`, one of at most SUBSCRIPTION_MAX_IN_FLIGHT endpoint calls of the shard."""
+        async with self._limit:
+            await self.handle(work)
+
+    # -- per-message endpoints, one at a time (concurrent ones run in `GroupLanes`) -------------
     async def process(self, items: list[Work]) -> None:
-        if not items:
-            return
-        if not self._concurrent:
-            for item in items:
-                await self.handle(item)
-            return
-        by_group: dict[str, list[Work]] = defaultdict(list)
         for item in items:
-            by_group[item.ordering_key].append(item)
-
-        async def run_group(group_items: list[Work]) -> None:
-            async with self._limit:
-                for item in group_items:
-                    await self.handle(item)
-
-        await run_together(run_group(g) for g in by_group.values())
+            await self.handle(item)
 
 
 async def run_together(work: Iterable[Coroutine[Any, Any, None]]) -> None:

@@ -27,12 +27,15 @@ class ShardForgetting(ShardChain):
         """A group that failed once does not keep its state for ever: after each commit, the states
         `forgettable` says decide nothing any more are dropped, judged against the committed
         offsets (a crash reads MQ and RQ again from there, nothing below). Between steps nothing
-        of the shard is in flight. Not while old RQ partitions are fed (their copies' marks move)."""
+        of the shard is in flight but what its lanes run: a group with work there is judged after a
+        later commit. Not while old RQ partitions are fed (their copies' marks move)."""
         if self._feed_all:
             return
         mq, rq = self._topic(self.mq), self._topic(self.rq)
         gone: list[str] = []
         for group in self.states.to_check():
+            if self._lanes is not None and self._lanes.busy(group):
+                continue  # its state moves: judged again after a later commit
             state = self.states.get(group)
             if state is None or not settled(state):
                 self.states.checked(group)  # until its next write

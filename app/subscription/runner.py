@@ -24,24 +24,23 @@ from app.crashpoints import crash_point
 from app.kafka.admin import committed_offsets
 from app.kafka.broker import FetchGuard, broker_for
 from app.kafka_security import kafka_security
-from app.ordered.errors import UndecodableMessage
+from app.ordered.lanes import GroupLanes
 from app.ordered.lease import Lease
 from app.ordered.orphans import Queue
 from app.ordered.ownership import LaneOwnership
-from app.ordered.records import decode_group_id
-from app.ordered.retries import take_due
 from app.ordered.rules import Position
 from app.ordered.work import SourceRecord, Work
 from app.settings import Settings
 from app.subscription.adoption import ShardAdoption
 from app.subscription.batch import BatchDelivery
 from app.subscription.chain import ChainReader, LoadStates
-from app.subscription.delivery import Delivery, ShardStates, ShardStats, main_work, rq_work
+from app.subscription.delivery import Delivery, ShardStates, ShardStats, main_work
 from app.subscription.endpoints import BatchSink, Endpoint
 from app.subscription.forgetting import ShardForgetting
 from app.subscription.model import Subscription
-from app.subscription.orphans import INCARNATION_HEADER, fed_headers, fed_place
+from app.subscription.orphans import INCARNATION_HEADER
 from app.subscription.owners import lane_of
+from app.subscription.retry_buffer import ShardRetryBuffer
 from app.subscription.shards import shard_of_group
 
 __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
@@ -49,7 +48,7 @@ __all__ = ["ShardRunner", "ShardStates", "ShardStats"]
 log = logging.getLogger(__name__)
 
 
-class ShardRunner(ShardForgetting, ShardAdoption):
+class ShardRunner(ShardForgetting, ShardAdoption, ShardRetryBuffer):
     def __init__(
         self,
         settings: Settings,
@@ -123,6 +122,13 @@ class ShardRunner(ShardForgetting, ShardAdoption):
                 self.delivery, batch_sink, settings.subscription_batch_max, sub.endpoint.timeout_s
             )
         )
+        # Concurrent endpoints: groups run side by side while the shard reads on, and a partition
+        # is committed up to its first record not finished (no group waits for another's poll).
+        self._lanes: GroupLanes[TopicPartition, str, Work] | None = (
+            GroupLanes(self.delivery.handle_within_limit, settings.subscription_batch_max)
+            if self._batch is None and self.delivery.concurrent
+            else None
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self) -> None:
@@ -195,7 +201,10 @@ class ShardRunner(ShardForgetting, ShardAdoption):
                 if time.monotonic() >= next_check:
                     await self._maybe_advance()
                     next_check = time.monotonic() + 0.5
+            await self._settle_lanes()
         finally:
+            if self._lanes is not None:  # after a failure: what still runs is redone by the next run
+                await self._lanes.cancel()
             if self.lease is None or self.lease.may_act(time.monotonic()):
                 await self.states.flush()
             else:  # another owner has the lane: what this one did not write is redone there
@@ -221,6 +230,8 @@ class ShardRunner(ShardForgetting, ShardAdoption):
         if not self._feed_all:
             tps += self.mq.partitions(self._topic(self.mq)) + self.rq.partitions(self._topic(self.rq))
         self._rq_buffers.clear()
+        if self._lanes is not None:  # drained by `_commit_positions` before any reassignment
+            self._lanes.reset()
         self._consumer.assign(tps)
         # Each partition must continue at the group's committed offset (0 where none): a client
         # resetting to "earliest" can start past records the embedded broker holds (app.kafka.embedded).
@@ -234,22 +245,6 @@ class ShardRunner(ShardForgetting, ShardAdoption):
         self._guard.reassigned(dict(zip(places, starts, strict=True)))
         self._committed = dict(zip(tps, starts, strict=True))
 
-    async def _feed_records(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
-        """Re-produce old RQ records (headers kept) so routing puts them in their new shard."""
-        assert self._rq_out is not None
-        for rec in records:
-            try:
-                group = decode_group_id(rec.key, self.settings.max_group_id_bytes)
-            except UndecodableMessage:
-                work = rq_work(rec, self.rq.idx, self.settings.max_group_id_bytes)
-                self.stats.count(await self.delivery.engine.undecodable(work))
-                continue
-            headers = fed_headers(rec.headers, (self._topic(self.rq).index_of(rec.topic), rec.offset))
-            self.check_lease()
-            crash_point("subscription.rq.fed")  # records fed so far come again after a restart
-            await self._rq_out.produce(group, rec.value or b"", headers=headers)
-            self.stats.fed += 1
-
     # -- the loop -----------------------------------------------------------------------------
     async def _step(self) -> None:
         assert self._consumer is not None and self._guard is not None
@@ -258,9 +253,16 @@ class ShardRunner(ShardForgetting, ShardAdoption):
             await asyncio.sleep(0.2)
             return
         self.check_lease()
-        batch = await self._consumer.getmany(
-            timeout_ms=self._wait_ms(), max_records=self.settings.subscription_batch_max
-        )
+        lanes = self._lanes
+        if lanes is not None:
+            lanes.raise_failure()
+        if lanes is not None and lanes.full:  # read enough ahead: wait for deliveries to finish
+            await lanes.wait_change(self._wait_ms() / 1000)
+            batch = {}
+        else:
+            batch = await self._consumer.getmany(
+                timeout_ms=self._wait_ms(), max_records=self.settings.subscription_batch_max
+            )
         mq_items: list[Work] = []
         commit: dict[TopicPartition, int] = {}
         for tp, run in batch.items():
@@ -274,58 +276,31 @@ class ShardRunner(ShardForgetting, ShardAdoption):
                 buffer = self._rq_buffers[tp]
                 buffer.extend(self._rq_item(rec) for rec in records)
                 self._rq_read[tp] = records[-1].offset + 1
+                if lanes is not None:
+                    for rec in records:
+                        lanes.read(tp, rec.offset)
                 if len(buffer) >= self.settings.subscription_batch_max:
                     self._consumer.pause(tp)
             else:
                 mq_items += [self._mq_item(rec) for rec in records]
-                commit[tp] = records[-1].offset + 1
-        due = self._due_rq_items(commit)
-        await self._deliver(due + mq_items)
+                if lanes is None:
+                    commit[tp] = records[-1].offset + 1
+        due = self._due_rq_items(None if lanes is not None else commit)
+        if lanes is None:
+            await self._deliver(due + mq_items)
+        else:
+            for work in due:
+                lanes.submit(_read_at(work), work.record.offset, work.ordering_key, work)
+            for work in mq_items:
+                lanes.take(_read_at(work), work.record.offset, work.ordering_key, work)
+            commit.update(self._finished_offsets())
         if commit:
-            self.check_lease()
-            await self.states.flush()  # GroupState changes reach the changelog before offsets move
-            self.check_lease()
-            crash_point("subscription.offsets.commit")
-            await self._consumer.commit(commit)
-            self._committed.update(commit)
+            await self._commit(commit)
             await self._forget_settled()
         self.stats.rq_buffered = sum(len(b) for b in self._rq_buffers.values())
 
-    def _wait_ms(self) -> int:
-        if self._rq_next_due_ms is None:
-            return 200
-        return int(max(0, min(200, self._rq_next_due_ms - time.time() * 1000)))
-
-    def _due_rq_items(self, commit: dict[TopicPartition, int]) -> list[Work]:
-        """The RQ copies whose time has come (`take_due`: per group in RQ order, no group held
-        behind another's backoff). A partition's commit stops at its first copy still waiting."""
-        assert self._consumer is not None
-        now_ms = time.time() * 1000
-        out: list[Work] = []
-        next_due_ms: float | None = None
-        for tp, buffer in self._rq_buffers.items():
-            if not buffer:
-                continue
-            taken = take_due(buffer, now_ms, _itself)
-            later = taken.next_due_ms
-            if later is not None:
-                soonest = later if next_due_ms is None else min(next_due_ms, later)
-                next_due_ms = soonest
-            if not taken.due:
-                continue
-            out += taken.due
-            self._rq_buffers[tp] = deque(taken.rest)
-            commit[tp] = taken.rest[0].record.offset if taken.rest else self._rq_read[tp]
-            if len(taken.rest) < self.settings.subscription_batch_max and tp in self._consumer.paused():
-                self._consumer.resume(tp)
-        self._rq_next_due_ms = next_due_ms
-        return out
-
     def _mq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Work:
         return main_work(rec, self.mq.idx, self.settings.max_group_id_bytes)
-
-    def _rq_item(self, rec: ConsumerRecord[bytes, bytes]) -> Work:
-        return rq_work(rec, self.rq.idx, self.settings.max_group_id_bytes, fed_place(rec.headers))
 
     async def _deliver(self, items: list[Work]) -> None:
         if self._batch is not None:
@@ -349,21 +324,52 @@ class ShardRunner(ShardForgetting, ShardAdoption):
         out_name = self.sub.rq_topic if queue == "rq" else self.sub.dlq_topic
         return (self._composite(out_name).index_of(delivered.topic), delivered.offset)
 
-    async def _commit_positions(self) -> None:
+    def _finished_offsets(self) -> dict[TopicPartition, int]:
+        """The lanes' committable offsets that are ahead of what the broker took."""
+        assert self._lanes is not None
+        return {
+            tp: offset
+            for tp, offset in self._lanes.committable().items()
+            if offset > self._committed.get(tp, -1)
+        }
+
+    async def _settle_lanes(self) -> None:
+        """A stop: the deliveries running end (nothing waiting starts) and what finished is
+        committed, so the next owner starts there."""
+        if self._lanes is None:
+            return
+        await self._lanes.close()
+        self._lanes.raise_failure()
+        commit = self._finished_offsets()
+        if commit:
+            await self._commit(commit)
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """GroupState changes reach the changelog before the offsets move."""
         assert self._consumer is not None
         self.check_lease()
         await self.states.flush()
+        self.check_lease()
+        crash_point("subscription.offsets.commit")
+        await self._consumer.commit(offsets)
+        self._committed.update(offsets)
+
+    async def _commit_positions(self) -> None:
+        assert self._consumer is not None
+        if self._lanes is not None:  # positions are where reading is: everything read must finish
+            await self._lanes.drain()
         offsets: dict[TopicPartition, int] = {}
         for tp in self._consumer.assignment():
             if tp.topic in {t.topic for t in self._rq_buffers if self._rq_buffers[t]}:
                 continue
             offsets[tp] = await self._consumer.position(tp)
         if offsets:
+            await self._commit(offsets)
+        else:
             self.check_lease()
-            crash_point("subscription.offsets.commit")
-            await self._consumer.commit(offsets)
-            self._committed.update(offsets)
+            await self.states.flush()
 
 
-def _itself(work: Work) -> Work:
-    return work
+def _read_at(work: Work) -> TopicPartition:
+    """The partition a record was read from (a copy's main partition is another)."""
+    return TopicPartition(work.record.topic, work.record.partition)

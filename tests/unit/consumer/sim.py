@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from app.consumer.engine import KEY_HEADER, LibraryEngine, Record
 from app.consumer.model import ConsumerSettings, Message, OnDlq, PermanentError, RetryPolicy
 from app.consumer.orphans import DlqMark, adopt_copies, copy_at
-from app.consumer.progress import KeyLanes, OffsetTracker, decode_finished
 from app.ordered.memory import MemoryQueues, MemoryStateLog
+from app.ordered.progress import KeyLanes, OffsetTracker, decode_finished
 from app.ordered.records import decode_internal
 from app.ordered.rules import GroupState, Position, forgettable
 from app.ordered.work import Work

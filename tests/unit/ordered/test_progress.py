@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from app.consumer.members import Member, live_members
 from app.consumer.model import ThrottlePolicy
-from app.consumer.progress import KeyLanes, OffsetTracker, partition_shares
 from app.consumer.throttle import Sample, Throttle
+from app.ordered.progress import KeyLanes, OffsetTracker, partition_shares
 
 
 @given(st.integers(0, 1000), st.permutations(range(12)), st.integers(0, 12))

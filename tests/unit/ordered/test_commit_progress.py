@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.consumer.progress import OffsetTracker, decode_finished, encode_finished
+from app.ordered.progress import OffsetTracker, decode_finished, encode_finished
 
 offsets_above = st.lists(st.integers(0, 5_000), max_size=300).map(lambda xs: sorted(set(xs)))
 
