@@ -12,6 +12,7 @@ from app.batch.views import BatchApi, register_views
 from app.crashpoints import InjectedFault, crash_point
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.kafka.in_order import STALLED_AFTER_S
+from app.worker.timers import every
 from tables.batches import FaustBatchTable, batch_table, changelog_topic
 
 __all__ = ["register"]
@@ -67,7 +68,7 @@ def register(worker: WorkerContext) -> None:
             positions.save()
             await service.flush()
 
-    @app.timer(STALLED_AFTER_S / 2, name="batch-acks-watchdog")
+    @every(app, STALLED_AFTER_S / 2, "batch-acks-watchdog")
     async def watch_acks() -> None:
         await positions.watch()
 
@@ -82,7 +83,7 @@ def register(worker: WorkerContext) -> None:
 
     app.on_partitions_revoked.connect(cast(Any, on_revoked))
 
-    @app.timer(settings.batch_reap_interval_s, name="batch-reaper")
+    @every(app, settings.batch_reap_interval_s, "batch-reaper")
     async def reap() -> None:
         service.reap()
 

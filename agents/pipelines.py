@@ -18,6 +18,7 @@ from app.pipeline.operator import PipelineOperator
 from app.pipeline.service import PipelineHost
 from app.pipeline.state import ControlTable
 from app.pipeline.web import register_views
+from app.worker.timers import every
 from tables.pipelines import offsets_table
 
 __all__ = ["register"]
@@ -68,7 +69,7 @@ def register(worker: WorkerContext) -> None:
             positions.handled(0, offset)
             positions.save()
 
-    @app.timer(STALLED_AFTER_S / 2, name=f"pipeline-{host.definition.name}-control-watchdog")
+    @every(app, STALLED_AFTER_S / 2, f"pipeline-{host.definition.name}-control-watchdog")
     async def watch_control() -> None:
         await positions.watch()
 

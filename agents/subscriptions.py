@@ -14,6 +14,7 @@ from agents.context import WorkerContext
 from app.kafka.admin import KafkaAdmin, TopicSpec
 from app.subscription.supervisor import Supervisor
 from app.subscription.views import register_views
+from app.worker.timers import every
 from tables.subscriptions import GroupStateTable
 
 __all__ = ["register"]
@@ -53,7 +54,7 @@ def register(worker: WorkerContext) -> None:
         async for _ in stream:  # the slot topic carries no work; owning a partition means owning shards
             pass
 
-    @app.timer(1.0, name="subscription-reconcile")
+    @every(app, 1.0, "subscription-reconcile")
     async def reconcile() -> None:
         await supervisor.reconcile()
 

@@ -77,20 +77,8 @@ class Supervisor:
         return out
 
     async def reconcile(self) -> None:
-        """Start wanted shards, stop unwanted ones. Errors are logged and retried at the next call:
-        a slow broker (e.g. end offsets not known in time) must not take the worker down."""
-        try:
-            await self._reconcile()
-        except asyncio.CancelledError:
-            if being_cancelled():
-                raise
-            # a wait inside was cancelled, not this timer: ending here would end every later
-            # reconcile (Faust drops a timer whose call ends cancelled) and strand every shard
-            log.exception("subscription reconcile cut by a cancelled wait; retrying at the next reconcile")
-        except Exception:
-            log.exception("subscription reconcile failed; retrying at the next reconcile")
-
-    async def _reconcile(self) -> None:
+        """Start wanted shards, stop unwanted ones. Called by a timer that survives a failed round
+        (`app.worker.timers`): a slow broker must not take the worker down."""
         async with self._lock:
             slots = self.owned_slots()
             if slots is None:  # rebalancing: what runs keeps running, nothing new starts
