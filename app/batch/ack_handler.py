@@ -80,30 +80,26 @@ async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: A
         cleared = 0
         for owner, acks in service.split_by_partition(group_item_ids(ids)).items():
             if owner != partition:
-                ids_there = [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
+                ids_there = _item_ids(acks)
                 await send_confirmed(
                     acks_topic, key=key, value=orjson.dumps({"batchItemIds": ids_there}), partition=owner
                 )
                 log.info("%s: forwarded %d acks to partition %d", where, len(ids_there), owner)
                 continue
-            outcome = service.ack(partition, acks)
-            cleared += outcome.items_cleared
-            await service.publish(outcome.completions)
+            sorted_acks = service.sort_acks(partition, acks)
+            if sorted_acks.refused:  # never applicable: dead-lettered at once, the rest applied
+                await _dead_letter_ids(dlq_topic, key, sorted_acks.refused, where)
+            if sorted_acks.valid:
+                outcome = service.ack(partition, sorted_acks.valid)
+                cleared += outcome.items_cleared
+                await service.publish(outcome.completions)
+            if sorted_acks.unknown:
+                unknown = orjson.dumps({"batchItemIds": _item_ids(sorted_acks.unknown)})
+                why = BatchNotFound(f"batches not created in partition {partition}")
+                await _requeue_unknown(acks_topic, dlq_topic, key, unknown, record, where, why)
         return cleared
     except (BatchNotFound, ItemNotFound) as exc:
-        now_ms = int(time.time() * 1000)
-        first_seen_ms = _first_seen_ms(record.headers) or now_ms
-        if now_ms - first_seen_ms >= UNKNOWN_GRACE_S * 1000:
-            return await _dead_letter(dlq_topic, key, value, where, exc)
-        await asyncio.sleep(RETRY_UNKNOWN_S)
-        await send_confirmed(
-            acks_topic,
-            key=key,
-            value=value,
-            partition=partition,
-            headers={FIRST_SEEN_HEADER: str(first_seen_ms).encode()},
-        )
-        log.info("%s: %s; record re-queued", where, exc)
+        await _requeue_unknown(acks_topic, dlq_topic, key, value, record, where, exc)
         return 0
     except PartitionNotReady:
         # Not this record's fault. While this worker recovers its partitions, wait for them;
@@ -116,6 +112,45 @@ async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: A
         return 0
     except Exception as exc:
         return await _dead_letter(dlq_topic, key, value, where, exc)
+
+
+def _item_ids(acks: Any) -> list[str]:
+    return [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
+
+
+async def _dead_letter_ids(dlq_topic: Any, key: Any, refused: Any, where: str) -> None:
+    """One dead letter for the ids that can never apply, each id's reason in `reasons`."""
+    ids = _item_ids(ack for ack, _ in refused)
+    reasons = {f"{a.batch_id}:{a.group_id}": why for a, why in refused}
+    log.warning("%s: %d acked items dead-lettered: %s", where, len(ids), "; ".join(reasons.values())[:500])
+    headers = {
+        "reason": f"{len(ids)} items can never be acked: {'; '.join(reasons.values())}".encode()[:4000],
+        "reasons": orjson.dumps(reasons)[:16000],
+        "source": where.encode(),
+    }
+    await send_confirmed(dlq_topic, key=key, value=orjson.dumps({"batchItemIds": ids}), headers=headers)
+
+
+async def _requeue_unknown(
+    acks_topic: Any, dlq_topic: Any, key: Any, value: Any, record: AckRecord, where: str, why: Exception
+) -> None:
+    """Ids of batches this partition never created (a worker still holding a partition it lost
+    may not know them yet): re-queued until first seen UNKNOWN_GRACE_S ago, then dead-lettered.
+    Acks of batches that are gone never come here (`ExactRules.sort`)."""
+    now_ms = int(time.time() * 1000)
+    first_seen_ms = _first_seen_ms(record.headers) or now_ms
+    if now_ms - first_seen_ms >= UNKNOWN_GRACE_S * 1000:
+        await _dead_letter(dlq_topic, key, value, where, why)
+        return
+    await asyncio.sleep(RETRY_UNKNOWN_S)
+    await send_confirmed(
+        acks_topic,
+        key=key,
+        value=value,
+        partition=record.partition,
+        headers={FIRST_SEEN_HEADER: str(first_seen_ms).encode()},
+    )
+    log.info("%s: %s; record re-queued", where, why)
 
 
 async def _dead_letter(dlq_topic: Any, key: Any, value: Any, where: str, exc: Exception) -> int:

@@ -6,7 +6,7 @@ so on one event loop a read-modify-write is never interleaved with another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -31,7 +31,7 @@ from app.batch.model import (
 )
 from app.errors import InvalidInput
 
-__all__ = ["AckOutcome", "ExactRules", "Removal"]
+__all__ = ["AckOutcome", "ExactRules", "Removal", "SortedAcks"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,19 @@ class AckOutcome:
 
 
 @dataclass(frozen=True)
+class SortedAcks:
+    """An ack's ids by what can be done with them now (`ExactRules.sort`)."""
+
+    valid: tuple[GroupAcks, ...] = ()
+    # ids that can never apply, with the reason: their batch existed and is gone (its id is below
+    # the partition's counter), or the batch exists without such an item
+    refused: tuple[tuple[GroupAcks, str], ...] = ()
+    # ids of a batch this partition never created (its id is at or past the counter): a worker
+    # holding a partition it lost may not know the batch yet
+    unknown: tuple[GroupAcks, ...] = ()
+
+
+@dataclass(frozen=True)
 class ExactRules:
     group_size_items: int
     max_items_per_add: int
@@ -59,6 +72,8 @@ class ExactRules:
     # and for the batch header.
     GROUP_OVERHEAD_BYTES: ClassVar[int] = 160
     HEADER_BYTES: ClassVar[int] = 1024
+    # A batch header's key and lengths in an intent beside its encoded value (`x/` and a 20-digit id).
+    BATCH_KEY_BYTES: ClassVar[int] = 32
 
     def largest_add(self, max_bytes: int) -> int:
         """The most items one add may take for all its writes to fit in `max_bytes` (its intent)."""
@@ -69,17 +84,29 @@ class ExactRules:
         per_group = self.GROUP_OVERHEAD_BYTES + (self.group_size_items + 7) // 8
         return max(1, (max_bytes - self.HEADER_BYTES) // per_group)
 
-    @staticmethod
-    def ack_parts(acks: Sequence[GroupAcks], max_groups: int) -> list[list[GroupAcks]]:
-        """`acks` in order, cut into parts that touch at most `max_groups` item groups each."""
+    def ack_parts(
+        self, acks: Sequence[GroupAcks], max_bytes: int, batch_bytes: Mapping[int, int]
+    ) -> list[list[GroupAcks]]:
+        """`acks` in order, cut into parts whose writes fit in `max_bytes` (one intent record):
+        each item group touched writes its bitfield, and each batch touched its header, whose
+        encoded size `batch_bytes` gives (an ack spread over many batches writes many headers)."""
+        per_group = self.GROUP_OVERHEAD_BYTES + (self.group_size_items + 7) // 8
+        budget = max_bytes - self.HEADER_BYTES  # room for the record's own framing
         parts: list[list[GroupAcks]] = [[]]
-        touched: set[tuple[int, str]] = set()
+        groups: set[tuple[int, str]] = set()
+        batches: set[int] = set()
+        used = 0
         for ack in acks:
             group = (ack.batch_id, ack.group_id)
-            if group not in touched and len(touched) == max_groups:
+            header = self.BATCH_KEY_BYTES + batch_bytes.get(ack.batch_id, self.HEADER_BYTES)
+            cost = (per_group if group not in groups else 0) + (header if ack.batch_id not in batches else 0)
+            if cost and used + cost > budget and parts[-1]:
                 parts.append([])
-                touched = set()
-            touched.add(group)
+                groups, batches, used = set(), set(), 0
+                cost = per_group + header
+            groups.add(group)
+            batches.add(ack.batch_id)
+            used += cost
             parts[-1].append(ack)
         return parts
 
@@ -166,6 +193,45 @@ class ExactRules:
         (unknown batch -> BatchNotFound, unknown group or index -> ItemNotFound) changes nothing."""
         batches, groups = self.check(store, acks)
         return self._apply(store, acks, batches, groups, now_ms)
+
+    def sort(
+        self, store: BatchStore, partition: int, partitions: int, acks: Sequence[GroupAcks]
+    ) -> SortedAcks:
+        """Split `acks` (all of batches of `partition`) by whether they can apply (nothing is
+        written). A batch id's sequence below the partition's counter was handed out here, so a
+        batch of it that is missing was deleted: its acks are refused at once, never waited for."""
+        raw = store.get(sequence_key(partition))
+        next_sequence = int(raw) if raw is not None else 1
+        valid: list[GroupAcks] = []
+        refused: list[tuple[GroupAcks, str]] = []
+        unknown: list[GroupAcks] = []
+        groups: dict[bytes, int | None] = {}  # group key -> its item count (None: no such group)
+        for ack in acks:
+            if store.get(exact_key(ack.batch_id)) is None:
+                if ack.batch_id // partitions < next_sequence:
+                    refused.append(
+                        (ack, f"exact batch {ack.batch_id} no longer exists (closed and expired, or reaped)")
+                    )
+                else:
+                    unknown.append(ack)
+                continue
+            key = group_key(ack.batch_id, ack.group_id)
+            if key not in groups:
+                found = store.get(key)
+                groups[key] = None if found is None else decode_group(found)[0]
+            upto = groups[key]
+            if upto is None:
+                refused.append((ack, f"item group {ack.batch_id}:{ack.group_id} does not exist"))
+            elif max(ack.indexes, default=0) < upto:
+                valid.append(ack)
+            else:  # per item: those the group has apply
+                inside = tuple(i for i in ack.indexes if i < upto)
+                outside = tuple(i for i in ack.indexes if i >= upto)
+                if inside:
+                    valid.append(replace(ack, indexes=inside))
+                reason = f"item group {ack.batch_id}:{ack.group_id} has {upto} items"
+                refused.append((replace(ack, indexes=outside), reason))
+        return SortedAcks(tuple(valid), tuple(refused), tuple(unknown))
 
     def check(
         self, store: BatchStore, acks: Sequence[GroupAcks]

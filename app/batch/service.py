@@ -24,7 +24,7 @@ import orjson
 from app.batch.atomic import MAX_INTENT_BYTES, atomically, replay_intent
 from app.batch.errors import PartitionNotReady
 from app.batch.estimated import EstimatedRules
-from app.batch.exact import AckOutcome, ExactRules, Removal
+from app.batch.exact import AckOutcome, ExactRules, Removal, SortedAcks
 from app.batch.ids import GroupAcks, ItemGroup, partition_of_estimated, partition_of_exact
 from app.batch.model import BatchStore, BatchTable, Completion, EstimatedBatch, ExactBatch
 from app.batch.reaper import ReapPolicy
@@ -51,7 +51,6 @@ class BatchService:
         self.partitions = settings.table_partitions
         self.exact = ExactRules(settings.batch_group_size_items, settings.batch_max_items_per_add)
         largest = self.exact.largest_add(MAX_INTENT_BYTES)
-        self._groups_per_operation = self.exact.groups_per_operation(MAX_INTENT_BYTES)
         if settings.batch_max_items_per_add > largest:
             raise ConfigError(
                 f"BATCH_MAX_ITEMS_PER_ADD={settings.batch_max_items_per_add} is more items than one add"
@@ -198,14 +197,19 @@ class BatchService:
             with self.writing(partition) as store:
                 self.exact.check(store, acks)
 
+    def sort_acks(self, partition: int, acks: Sequence[GroupAcks]) -> SortedAcks:
+        """`acks` (of batches of `partition`) by whether they can apply (`ExactRules.sort`)."""
+        return self.run(partition, lambda s: self.exact.sort(s, partition, self.partitions, acks))
+
     def ack(self, partition: int, acks: Sequence[GroupAcks]) -> AckOutcome:
         """Clear the acked bits, as many item groups per operation as one intent record holds. Every
         id is checked first (a bad one changes nothing). Each part is whole on its own (its groups'
         bits and the header's count together), so a crash between parts leaves a part-applied ack
         that its redelivery finishes: bits already cleared are not counted again."""
-        self.run(partition, lambda s: self.exact.check(s, acks))
+        batches, _ = self.run(partition, lambda s: self.exact.check(s, acks))
+        sizes = {batch_id: len(batch.encode()) for batch_id, batch in batches.items()}
         cleared, completions = 0, {}
-        for part in self.exact.ack_parts(acks, self._groups_per_operation):
+        for part in self.exact.ack_parts(acks, MAX_INTENT_BYTES, sizes):
             done = self.run(partition, partial(self.exact.ack, acks=part, now_ms=now_ms()))
             cleared += done.items_cleared
             completions.update({c.batch_id: c for c in done.completions})

@@ -128,17 +128,40 @@ def test_the_reaper_removes_more_than_one_record_holds() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.integers(1, 3), st.sampled_from("abcdef")), max_size=40),
+    st.lists(st.tuples(st.integers(1, 4), st.sampled_from("abcdef")), max_size=40),
     st.integers(1, 5),
+    st.dictionaries(st.integers(1, 4), st.integers(50, 3000)),
 )
-def test_ack_parts_keep_every_ack_in_order_and_touch_at_most_max_groups(
-    groups: list[tuple[int, str]], max_groups: int
+def test_ack_parts_keep_every_ack_in_order_and_each_part_fits(
+    groups: list[tuple[int, str]], budget_groups: int, header_bytes: dict[int, int]
 ) -> None:
+    rules = ExactRules(64, 1000)
+    per_group = rules.GROUP_OVERHEAD_BYTES + 8
+    max_bytes = rules.HEADER_BYTES + budget_groups * (per_group + rules.BATCH_KEY_BYTES + 3000)
     acks = [GroupAcks(batch_id, group, (i,)) for i, (batch_id, group) in enumerate(groups)]
-    parts = ExactRules.ack_parts(acks, max_groups)
+    parts = rules.ack_parts(acks, max_bytes, header_bytes)
     assert [a for part in parts for a in part] == acks
-    assert all(len({(a.batch_id, a.group_id) for a in part}) <= max_groups for part in parts)
+    for part in parts:
+        touched = {(a.batch_id, a.group_id) for a in part}
+        headers = sum(
+            rules.BATCH_KEY_BYTES + header_bytes.get(b, rules.HEADER_BYTES)
+            for b in {a.batch_id for a in part}
+        )
+        assert len(touched) * per_group + headers <= max_bytes - rules.HEADER_BYTES
     assert all(parts) or acks == []
+
+
+def test_an_ack_spread_over_many_batches_is_applied_in_parts_that_fit() -> None:
+    """One item of each of 1,340 batches with 48-character user keys: the parts were cut by item
+    groups alone (1,337 a part), and the first part's 1,337 batch headers did not fit beside the
+    groups: OperationTooLarge after nothing of it was written."""
+    service, _ = serving_service()
+    size = service.exact.group_size_items
+    batches = [service.create_exact(0, "u" * 48).batch_id for _ in range(1_340)]
+    acks = [GroupAcks(b, service.add_items(b, size)[0].id, (0,)) for b in batches]
+    outcome = service.ack(0, acks)
+    assert outcome.items_cleared == len(batches)
+    assert all(service.get_exact(b).pending_items == size - 1 for b in batches)
 
 
 def test_a_reaper_pass_killed_at_any_delete_leaves_no_group_without_its_header() -> None:

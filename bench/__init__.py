@@ -1,0 +1,1 @@
+"""Benchmarks: each prints hubstream and a plain baseline side by side, then a JSON line."""
