@@ -22,6 +22,7 @@ from tests.integration.subscription.inprocess import (
     running_shards,
     wait_until,
 )
+from tests.support.soak import first_in_every_suite
 
 
 class _Stale:
@@ -37,7 +38,8 @@ class _Stale:
         """Nothing to close."""
 
 
-@pytest.mark.parametrize("switcher_behind_s", [0, 20])
+# The skewed clock runs under -m soak (the skew allowance has unit tests on both of its sides).
+@pytest.mark.parametrize("switcher_behind_s", first_in_every_suite([0, 20], keep=1))
 async def test_a_restart_right_after_a_switch_still_reads_what_stale_producers_write(
     stack: Settings, metadata: MetadataStore, unique: str, switcher_behind_s: int
 ) -> None:
