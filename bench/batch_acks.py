@@ -84,6 +84,27 @@ class Worker:
             self.proc.wait()
 
 
+def worker_env(prefix: str) -> tuple[dict[str, str], Path]:
+    """A batch worker's environment with topics and app id of its own, and its home."""
+    settings = get_settings()
+    suffix = uuid.uuid4().hex[:8]
+    home = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    env = dict(
+        os.environ,
+        HUBSTREAM_APP_ID=f"{prefix}-{suffix}",
+        KAFKA_BOOTSTRAP=settings.bootstrap,
+        KAFKA_BROKER_KIND=settings.broker_kind,
+        TABLE_PARTITIONS=str(PARTITIONS),
+        BATCH_ACKS_TOPIC=f"{prefix}-acks-{suffix}",
+        BATCH_COMPLETIONS_TOPIC=f"{prefix}-done-{suffix}",
+        BROKER_SESSION_TIMEOUT_S="3",
+        BROKER_REBALANCE_TIMEOUT_S="3",
+        HUBSTREAM_HOME=str(home),
+        WEB_PORT=str(free_port()),
+    )
+    return env, home
+
+
 def baseline_acks_per_s(item_ids: list[str]) -> float:
     """Plain Python: split each id, clear its bit in a bytearray per group."""
     sizes: dict[str, int] = {}
@@ -161,22 +182,7 @@ def main() -> None:
         "--profile", action="store_true", help="Run the Kafka phase's worker under pyinstrument."
     )
     args = parser.parse_args()
-    settings = get_settings()
-    suffix = uuid.uuid4().hex[:8]
-    home = Path(tempfile.mkdtemp(prefix="batch-acks-"))
-    env = dict(
-        os.environ,
-        HUBSTREAM_APP_ID=f"bench-acks-{suffix}",
-        KAFKA_BOOTSTRAP=settings.bootstrap,
-        KAFKA_BROKER_KIND=settings.broker_kind,
-        TABLE_PARTITIONS=str(PARTITIONS),
-        BATCH_ACKS_TOPIC=f"bench-acks-{suffix}",
-        BATCH_COMPLETIONS_TOPIC=f"bench-done-{suffix}",
-        BROKER_SESSION_TIMEOUT_S="3",
-        BROKER_REBALANCE_TIMEOUT_S="3",
-        HUBSTREAM_HOME=str(home),
-        WEB_PORT=str(free_port()),
-    )
+    env, home = worker_env("bench-acks")
     kafka_rate, item_ids = kafka_acks_per_s(env, home, args.items, args.profile)
     http_rate = http_acks_per_s(env, home, args.http_items, args.http_threads)
     base_rate = baseline_acks_per_s(item_ids)

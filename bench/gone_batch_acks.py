@@ -10,20 +10,15 @@ batch instead (what the same number of valid records costs), then B's ack.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import orjson
 
 from app.batch.acks import AckProducer
 from app.batch.client import BatchClient
-from app.settings import get_settings
-from bench.batch_acks import PARTITIONS, Worker, free_port
+from bench.batch_acks import PARTITIONS, Worker, worker_env
 
 
 def same_partition_batches(client: BatchClient, count: int) -> list[int]:
@@ -58,22 +53,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    settings = get_settings()
-    suffix = uuid.uuid4().hex[:8]
-    home = Path(tempfile.mkdtemp(prefix="gone-acks-"))
-    env = dict(
-        os.environ,
-        HUBSTREAM_APP_ID=f"bench-gone-{suffix}",
-        KAFKA_BOOTSTRAP=settings.bootstrap,
-        KAFKA_BROKER_KIND=settings.broker_kind,
-        TABLE_PARTITIONS=str(PARTITIONS),
-        BATCH_ACKS_TOPIC=f"bench-gone-acks-{suffix}",
-        BATCH_COMPLETIONS_TOPIC=f"bench-gone-done-{suffix}",
-        BROKER_SESSION_TIMEOUT_S="3",
-        BROKER_REBALANCE_TIMEOUT_S="3",
-        HUBSTREAM_HOME=str(home),
-        WEB_PORT=str(free_port()),
-    )
+    env, home = worker_env("bench-gone")
     worker = Worker(env, home, profile=False)
     gone_s: list[float] = []
     live_s: list[float] = []
