@@ -1,4 +1,5 @@
-"""`hubstream batch create|add|ack|close|get`: the batch API of a worker at WEB_HOST:WEB_PORT."""
+"""`hubstream batch create|add|ack|close|get`: the batch API of a worker at WEB_HOST:WEB_PORT;
+`hubstream batch dlq list|replay`: dead-lettered ack records, read from the broker."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import click
 
 from app.batch.client import BatchClient
+from app.batch.dead_acks import dead_acks, replay_dead_acks
 from app.batch.ids import expand_item_ids
 from app.cli.common import URL, HubstreamGroup, echo_json
 from app.errors import InvalidInput
@@ -101,3 +103,35 @@ def close(client: BatchClient, batch_id: str, estimated: bool) -> None:
 def get(client: BatchClient, batch_id: str, estimated: bool) -> None:
     """Show a batch."""
     echo_json(client.get_estimated(batch_id) if estimated else client.get_exact(_exact_id(batch_id)))
+
+
+@batch.group("dlq", cls=HubstreamGroup)
+def batch_dlq() -> None:
+    """Dead-lettered ack records (`<BATCH_ACKS_TOPIC>-dlq`): list them, replay them."""
+
+
+@batch_dlq.command("list")
+@click.option("--pending", is_flag=True, help="Only the records no replay has sent yet.")
+def batch_dlq_list(pending: bool) -> None:
+    """Each dead-lettered ack record: its offset, item ids, reason, where it was read, replayed or not."""
+    echo_json(
+        [
+            {
+                "offset": dead.offset,
+                "itemIds": list(dead.item_ids),
+                "reason": dead.reason,
+                "source": dead.source,
+                "replayed": dead.replayed,
+            }
+            for dead in dead_acks(get_settings())
+            if not (pending and dead.replayed)
+        ]
+    )
+
+
+@batch_dlq.command("replay")
+def batch_dlq_replay() -> None:
+    """Send the ids of every record not replayed yet to the ack topic again (acks are idempotent;
+    ids that still cannot apply are dead-lettered again, with their reason)."""
+    replayed = replay_dead_acks(get_settings())
+    echo_json({"replayed": replayed.records, "itemIds": replayed.item_ids, "skipped": replayed.skipped})
