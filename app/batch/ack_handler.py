@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from app.batch.errors import BatchNotFound, ItemNotFound, PartitionNotReady
-from app.batch.ids import group_item_ids
+from app.batch.ids import group_item_ids, item_ids_of
 from app.batch.service import BatchService
 from app.crashpoints import crash_point
 from app.errors import HubstreamError, InvalidInput
@@ -80,7 +80,7 @@ async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: A
         cleared = 0
         for owner, acks in service.split_by_partition(group_item_ids(ids)).items():
             if owner != partition:
-                ids_there = _item_ids(acks)
+                ids_there = item_ids_of(acks)
                 await send_confirmed(
                     acks_topic, key=key, value=orjson.dumps({"batchItemIds": ids_there}), partition=owner
                 )
@@ -94,7 +94,7 @@ async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: A
                 cleared += outcome.items_cleared
                 await service.publish(outcome.completions)
             if sorted_acks.unknown:
-                unknown = orjson.dumps({"batchItemIds": _item_ids(sorted_acks.unknown)})
+                unknown = orjson.dumps({"batchItemIds": item_ids_of(sorted_acks.unknown)})
                 why = BatchNotFound(f"batches not created in partition {partition}")
                 await _requeue_unknown(acks_topic, dlq_topic, key, unknown, record, where, why)
         return cleared
@@ -114,13 +114,9 @@ async def handle_ack_record(service: BatchService, acks_topic: Any, dlq_topic: A
         return await _dead_letter(dlq_topic, key, value, where, exc)
 
 
-def _item_ids(acks: Any) -> list[str]:
-    return [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
-
-
 async def _dead_letter_ids(dlq_topic: Any, key: Any, refused: Any, where: str) -> None:
     """One dead letter for the ids that can never apply, each id's reason in `reasons`."""
-    ids = _item_ids(ack for ack, _ in refused)
+    ids = item_ids_of(ack for ack, _ in refused)
     reasons = {f"{a.batch_id}:{a.group_id}": why for a, why in refused}
     log.warning("%s: %d acked items dead-lettered: %s", where, len(ids), "; ".join(reasons.values())[:500])
     headers = {

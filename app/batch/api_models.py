@@ -33,6 +33,7 @@ __all__ = [
     "EstimatedResult",
     "ExactBatchView",
     "ItemGroup",
+    "RefusedItem",
     "Removed",
     "estimated_view",
     "exact_view",
@@ -81,8 +82,15 @@ class BatchCompletion(ApiModel):
     user_key: str | None
 
 
+class RefusedItem(ApiModel):
+    item_id: str
+    reason: str
+
+
 class AckedItems(ApiModel):
     batch_completions: list[BatchCompletion]
+    # ids that were not applied, each with why (the others of the request were)
+    refused_item_ids: list[RefusedItem] = []
 
 
 class Removed(ApiModel):

@@ -14,6 +14,7 @@ __all__ = [
     "ItemGroup",
     "expand_item_ids",
     "group_item_ids",
+    "item_ids_of",
     "parse_estimated_id",
     "partition_of_estimated",
     "partition_of_exact",
@@ -38,6 +39,11 @@ class GroupAcks:
     batch_id: int
     group_id: str
     indexes: tuple[int, ...]
+
+
+def item_ids_of(acks: Iterable[GroupAcks]) -> list[str]:
+    """The item ids `batchId:groupId:index` that `acks` name."""
+    return [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
 
 
 def expand_item_ids(batch_id: int, groups: Iterable[ItemGroup]) -> Iterator[str]:

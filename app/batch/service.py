@@ -192,11 +192,6 @@ class BatchService:
             by_partition[self.exact_partition(ack.batch_id)].append(ack)
         return dict(by_partition)
 
-    def check_acks(self, by_partition: dict[int, list[GroupAcks]]) -> None:
-        for partition, acks in by_partition.items():
-            with self.writing(partition) as store:
-                self.exact.check(store, acks)
-
     def sort_acks(self, partition: int, acks: Sequence[GroupAcks]) -> SortedAcks:
         """`acks` (of batches of `partition`) by whether they can apply (`ExactRules.sort`)."""
         return self.run(partition, lambda s: self.exact.sort(s, partition, self.partitions, acks))

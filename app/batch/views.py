@@ -9,7 +9,7 @@ reaches a non-owner answers 503 (retriable) instead of bouncing. Requests naming
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -38,14 +38,15 @@ from app.batch.api_models import (
     EstimatedResult,
     ExactBatchView,
     ItemGroup,
+    RefusedItem,
     Removed,
     estimated_view,
     exact_view,
 )
-from app.batch.errors import PartitionNotReady
+from app.batch.errors import BatchNotFound, PartitionNotReady
 from app.batch.estimated import check_count
 from app.batch.exact import Removal
-from app.batch.ids import GroupAcks, group_item_ids, parse_estimated_id
+from app.batch.ids import GroupAcks, group_item_ids, item_ids_of, parse_estimated_id
 from app.batch.request_params import IDEMPOTENCY_HEADER, _batch_id, _request_id, _since_ms
 from app.batch.service import BatchService
 from app.errors import InvalidInput
@@ -65,10 +66,6 @@ __all__ = ["BatchApi", "register_views"]
 ROUTED_HEADER = "X-Hubstream-Batch-Routed"
 EXACT = "/api/v1/batch/exact"
 ESTIMATED = "/api/v1/batch/estimated"
-
-
-def _item_ids(acks: Iterable[GroupAcks]) -> list[str]:
-    return [f"{a.batch_id}:{a.group_id}:{i}" for a in acks for i in a.indexes]
 
 
 class BatchApi:
@@ -193,18 +190,39 @@ class BatchApi:
         for partition, acks in by_partition.items():
             if partition not in local:
                 remote[self._owner(request, partition)].extend(acks)
-        self.service.check_acks(local)
+        # Ids are answered one by one: the valid ones are applied, the others listed with why.
+        sorted_acks = {p: self.service.sort_acks(p, acks) for p, acks in local.items()}
+        refused = [
+            RefusedItem(item_id=i, reason=why)
+            for s in sorted_acks.values()
+            for a, why in s.refused
+            for i in item_ids_of([a])
+        ] + [
+            RefusedItem(item_id=i, reason="no such batch")
+            for s in sorted_acks.values()
+            for i in item_ids_of(s.unknown)
+        ]
+        applied = sum(len(item_ids_of(s.valid)) for s in sorted_acks.values())
         completions: list[BatchCompletion] = []
         for owner, acks in remote.items():
-            data = await self._remote(request, owner, AckItems(batch_item_ids=_item_ids(acks)))
-            completions.extend(AckedItems.model_validate(data).batch_completions)
-        for partition, acks in local.items():
-            outcome = self.service.ack(partition, acks)
-            await self.service.publish(outcome.completions)
-            completions.extend(
-                BatchCompletion(batch_id=int(c.batch_id), user_key=c.user_key) for c in outcome.completions
+            sent = item_ids_of(acks)
+            theirs = AckedItems.model_validate(
+                await self._remote(request, owner, AckItems(batch_item_ids=sent))
             )
-        return model_response(AckedItems(batch_completions=completions))
+            completions.extend(theirs.batch_completions)
+            refused += theirs.refused_item_ids
+            applied += len(sent) - len(theirs.refused_item_ids)
+        if refused and not applied and not request.headers.get(ROUTED_HEADER):
+            raise BatchNotFound(f"no item applied: {refused[0].item_id}: {refused[0].reason}")
+        for partition, sorted_ in sorted_acks.items():
+            if sorted_.valid:
+                outcome = self.service.ack(partition, sorted_.valid)
+                await self.service.publish(outcome.completions)
+                completions += [
+                    BatchCompletion(batch_id=int(c.batch_id), user_key=c.user_key)
+                    for c in outcome.completions
+                ]
+        return model_response(AckedItems(batch_completions=completions, refused_item_ids=refused))
 
     async def delete_expired(self, request: web.Request, closed: bool) -> web.Response:
         require_admin(request, self.settings)

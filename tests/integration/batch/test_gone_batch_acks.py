@@ -7,6 +7,7 @@ nothing is re-queued, and B completes."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,8 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from app.batch.client import BatchClient
+from app.batch.client import BatchClient, calls
+from app.batch.errors import BatchNotFound
 from tests.integration.batch.conftest import PARTITIONS, BatchWorker, send_acks, wait_for
 
 pytestmark = pytest.mark.integration
@@ -73,3 +75,24 @@ def test_acks_of_a_gone_batch_are_dead_lettered_at_once(
     assert all(b"no longer exists" in h["reason"] for _, h in mine)
     after = records_of(env["KAFKA_BOOTSTRAP"], acks_topic, partition)
     assert len(after) - before == GONE_RECORDS + 1, "nothing re-queued behind the partition's acks"
+
+
+def test_an_http_ack_applies_its_valid_ids_and_answers_the_others_one_by_one(
+    batch_worker: BatchWorker, batch_client: Callable[[str], BatchClient]
+) -> None:
+    """Before, one unknown id failed the whole request (404) and nothing of it was applied."""
+    client = batch_client(batch_worker.url)
+    live, gone = client.create_exact(), client.create_exact()
+    live_items = client.add_item_ids(live, 2)
+    [gone_item] = client.add_item_ids(gone, 1)
+    client.close_exact(gone)
+    client.delete_expired(closed=True, since=datetime.now(UTC) + timedelta(minutes=1))
+    client.close_exact(live)
+    bogus = f"{live}:{uuid.uuid4()}:0"
+    answer = client.send(calls.ack([*live_items, gone_item, bogus]))
+    assert answer["batchCompletions"] == [{"batchId": live, "userKey": None}], "the valid ids applied"
+    reasons = {r["itemId"]: r["reason"] for r in answer["refusedItemIds"]}
+    assert reasons.keys() == {gone_item, bogus}
+    assert "no longer exists" in reasons[gone_item] and "does not exist" in reasons[bogus]
+    with pytest.raises(BatchNotFound, match="no item applied"):  # none applies: 404, as before
+        client.ack([gone_item])
