@@ -1,5 +1,6 @@
-"""Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), a composite topic, and
-build_source for every reader type (the binlog reader lives in binlog.py).
+"""Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), and
+build_source for every reader type (the binlog reader lives in binlog.py, the composite-topic one in
+composite_source.py).
 
 Every entry carries the reader's position, so a restart resumes after the last entry in the
 commit log; a namespace whose copy finished (mode Complete/Sync) is never copied again.
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,10 @@ from typing import Any
 import orjson
 import pymysql
 import pymysql.cursors
-from confluent_kafka import KafkaError, TopicPartition
 
-from app.composite.store import MetadataStore
-from app.kafka.broker import FetchGuard, broker_for, confluent_seek
-from app.kafka.consuming import partition_reader
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
+from app.pipeline.composite_source import CompositeSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
@@ -252,133 +249,6 @@ class MysqlSource(Threaded):
 
 def _doc_key(key: list[Any]) -> str:
     return "|".join(str(k) for k in key)
-
-
-class CompositeSource(Threaded):
-    """Every partition of every storage topic of a composite topic (new storage topics are picked
-    up at the metadata refresh). Payload JSON objects become the data; other payloads `{"value": ...}`.
-    Positions are next offsets per `storage[partition]`; the document key is `id_field` when present."""
-
-    def __init__(
-        self, settings: Settings, options: Mapping[str, Any], batch_size: int, wait_s: float
-    ) -> None:
-        super().__init__()
-        self.settings = settings
-        self.name = str(options["topic"])
-        self.namespace = str(options.get("namespace") or self.name)
-        self.id_field = str(options.get("id_field", "id"))
-        self.group_field = options.get("group_field")
-        self.start_latest = options.get("start", "earliest") == "latest"
-        self.batch_size = batch_size
-        self.wait_s = max(wait_s, 0.05)
-        self._consumer: Any = None
-        self._assigned: set[tuple[str, int]] = set()
-        self._starts: dict[str, int] = {}  # where partitions without a position began (start=latest)
-        self._guard: FetchGuard | None = None  # reads back records the client skipped
-
-    def _reassign(self, positions: Mapping[str, Any]) -> None:
-        """Back to the positions of the entries the log confirmed. A read that ended (a refused
-        append) left the consumer past entries that never reached the log; they are read again."""
-        if self._consumer is not None and self._assigned:
-            self._consumer.unassign()
-            self._assigned.clear()
-        self._assign_new(positions)
-
-    def _assign_new(self, positions: Mapping[str, Any]) -> None:
-
-        store = MetadataStore.of(self.settings)
-        try:
-            topic = store.get(self.name)
-        finally:
-            store.close()
-        if self._consumer is None:
-            self._consumer = partition_reader(
-                self.settings.bootstrap,
-                f"hubstream-pipeline-source-{self.name}",
-                partition_eof=True,  # the guard checks where each partition ends, too
-                overrides={"fetch.wait.max.ms": 50},
-            )
-            self._guard = broker_for(self.settings).fetch_guard(confluent_seek(self._consumer))
-        unplaced = [
-            (storage.name, partition)
-            for storage in topic.storage_topics
-            for partition in range(storage.partitions)
-            if (storage.name, partition) not in self._assigned
-        ]
-
-        def known(tp: tuple[str, int]) -> Any:
-            key = _where(tp)
-            return positions.get(key, self._starts.get(key))
-
-        if self.start_latest:
-            # Pin "latest" to an offset, so that a read started again begins at the same place.
-            latest = [tp for tp in unplaced if known(tp) is None]
-            if latest:
-                ends = broker_for(self.settings).end_offsets(latest)
-                self._starts.update((_where(tp), end) for tp, end in zip(latest, ends, strict=True))
-        new = []
-        for tp in unplaced:
-            start = known(tp)
-            # Offset 0, not OFFSET_BEGINNING: the embedded broker can answer "the beginning" with a
-            # later offset (app.kafka.embedded); where retention took 0, the client's reset finds it.
-            new.append(TopicPartition(*tp, int(start) if start is not None else 0))
-            self._assigned.add(tp)
-        if new:
-            assert self._guard is not None
-            self._guard.expect_all(new)
-            self._consumer.incremental_assign(new)
-
-    def _poll(self) -> list[NewEntry]:
-
-        out = []
-        assert self._guard is not None
-        msg: Any
-        for msg in self._guard.admit(self._consumer.consume(self.batch_size, self.wait_s)):
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise OSError(f"{msg.topic()}[{msg.partition()}]: {msg.error()}")
-            where = _where((msg.topic(), msg.partition()))
-            try:
-                payload = orjson.loads(msg.value() or b"null")
-            except orjson.JSONDecodeError:
-                payload = (msg.value() or b"").decode("utf-8", "replace")
-            data = payload if type(payload) is dict else {"value": payload}  # (fresh from loads: ours)
-            if self.group_field:
-                data[str(self.group_field)] = (msg.key() or b"").decode("utf-8", "replace")
-            doc_key = str(data[self.id_field]) if self.id_field in data else f"{where}@{msg.offset()}"
-            _, ts = msg.timestamp()
-            out.append(
-                NewEntry(
-                    Message(Op.INSERT, ts if ts > 0 else now_ms(), self.namespace, data),
-                    Mode.SYNC,
-                    {where: msg.offset() + 1},
-                    doc_key,
-                )
-            )
-        return out
-
-    async def read(self, resume: Mapping[str, ReaderState]) -> AsyncIterator[list[NewEntry]]:
-        positions = dict(resume.get(self.namespace, ReaderState()).position)
-        await self._run(self._reassign, positions)
-        refresh_at = time.monotonic() + self.settings.metadata_refresh_s
-        while True:
-            if time.monotonic() >= refresh_at:
-                await self._run(self._assign_new, positions)
-                refresh_at = time.monotonic() + self.settings.metadata_refresh_s
-            batch = await self._run(self._poll)
-            if batch:  # (positions only place partitions assigned later: theirs are not in a batch yet)
-                yield batch
-
-    async def close(self) -> None:
-        if self._consumer is not None:
-            await self._run(self._consumer.close)
-        await super().close()
-
-
-def _where(tp: tuple[str, int]) -> str:
-    """A storage partition as the reader's position key: `storage[partition]`."""
-    return f"{tp[0]}[{tp[1]}]"
 
 
 def build_source(

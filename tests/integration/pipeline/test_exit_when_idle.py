@@ -12,6 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from app.composite.producer import CompositeProducer
+from app.composite.store import MetadataStore
 from app.pipeline.service import WRITER_FAILED_EXIT
 from app.settings import Settings
 
@@ -81,3 +83,35 @@ def test_exit_when_idle_is_zero_when_every_writer_caught_up(
     lines = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     written = [line["data"]["id"] for line in lines if line["op"] == "insert"]
     assert written == [f"d{i}" for i in range(10)]
+
+
+@pytest.mark.timeout(300)
+def test_exit_when_idle_ends_a_composite_reader_at_the_end_it_saw_at_start(
+    stack: Settings, metadata: MetadataStore, unique: str, tmp_path: Path
+) -> None:
+    """A streaming reader is done once it read every partition to the end it had when the run
+    began. Before, a composite-topic reader never ended and the process ran until interrupted."""
+    topic = f"idle-src-{unique}"
+    metadata.create(topic, 3)
+    with CompositeProducer(stack, topic, store=metadata) as producer:
+        for i in range(50):
+            producer.produce(f"g{i % 7}", orjson.dumps({"id": f"d{i}"}))
+    target = tmp_path / "out.jsonl"
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(
+        f"name: idle-composite-{unique}\nbatch_size: 16\nbatch_wait_s: 0.05\n"
+        f"reader: {{type: composite, topic: {topic}, namespace: docs}}\n"
+        f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
+    )
+    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
+    done = subprocess.run(
+        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
+        env=env,
+        capture_output=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    written = [orjson.loads(line) for line in target.read_bytes().splitlines()]
+    assert sorted(w["data"]["id"] for w in written if "id" in w.get("data", {})) == sorted(
+        f"d{i}" for i in range(50)
+    )
