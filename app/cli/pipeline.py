@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import click
@@ -21,9 +21,12 @@ from app.cli.common import URL, HubstreamGroup, echo_json, run_faust_worker
 from app.cli.pipeline_client import PipelineClient, default_url
 from app.errors import InvalidInput, NotFound, ServiceUnavailable
 from app.pipeline.api_models import CommitLog, entry_view, reader_view, writer_state_view
-from app.pipeline.errors import UnknownPipeline, UnknownWriter
+from app.pipeline.errors import InvalidDefinition, UnknownPipeline, UnknownWriter
 from app.settings import Settings, get_settings
 from app.web.models import to_wire
+
+if TYPE_CHECKING:
+    from app.pipeline.definition import PipelineDefinition
 
 __all__ = ["pipeline"]
 
@@ -111,11 +114,10 @@ def pipeline(ctx: click.Context, url: str | None) -> None:
 def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, progress: bool | None) -> None:
     """Run the pipeline defined in FILE (.yaml/.yml or a .py module defining PIPELINE)."""
     from agents import build_worker
-    from app.pipeline.definition import load_definition
     from app.pipeline.service import ensure_topics
 
     base = get_settings()
-    definition = load_definition(file)
+    definition = _load(file)
     topics = _topics(base, definition.name)
     settings = base.model_copy(
         update={
@@ -146,6 +148,35 @@ def run(file: Path, loglevel: str, exit_when_idle: bool, web_port: int | None, p
             )
             raise SystemExit(host.exit_code) from None
         raise
+
+
+def _load(file: Path) -> PipelineDefinition:
+    """The definition in FILE, or each of its problems on a line of its own (`error: …`), exit 2."""
+    from app.pipeline.definition import load_definition
+
+    try:
+        return load_definition(file)
+    except InvalidDefinition as exc:
+        for problem in exc.problems or (str(exc),):
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
+
+
+@pipeline.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+def check(file: Path) -> None:
+    """Validate the pipeline defined in FILE (keys, types, transforms) without running it."""
+    definition = _load(file)
+    count = len(definition.writers)
+    click.echo(f"ok: {definition.name} ({count} writer{'' if count == 1 else 's'})")
+
+
+@pipeline.command("schema")
+def schema() -> None:
+    """The JSON schema of a pipeline definition (for editors; also docs/pipeline.schema.json)."""
+    from app.pipeline.definition_models import definition_schema
+
+    click.echo(definition_schema(), nl=False)
 
 
 @pipeline.command("status")

@@ -15,22 +15,34 @@ YAML::
 
 A Python module defines `PIPELINE`: a `PipelineDefinition` or the same mapping as the YAML
 (transforms may then be callables).
+
+A mapping is validated by the models of `app.pipeline.definition_models` (unknown keys and wrong
+types refused, every problem reported at once with its path) and transforms are loaded, before the
+runtime's `PipelineDefinition` is built.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from app.pipeline.chain import Branch, NamespaceFilter, Step, Transform, TransformStep
+from app.pipeline.definition_errors import problems
+from app.pipeline.definition_models import (
+    CHAIN_KEYS,
+    READER_MODELS,
+    WRITER_MODELS,
+    NamespaceStepModel,
+    PipelineModel,
+)
 from app.pipeline.errors import InvalidDefinition, UnknownWriter
 from app.pipeline.tolerance import ErrorsTolerance
 
@@ -44,21 +56,17 @@ __all__ = [
     "load_definition",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+def _required(models: Mapping[str, type[BaseModel]]) -> dict[str, tuple[str, ...]]:
+    return {
+        kind: tuple(k for k, f in model.model_fields.items() if f.is_required() and k not in {"type", "name"})
+        for kind, model in models.items()
+    }
+
+
 # Required options per component type.
-READER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "composite": ("topic",),
-    "mysql": ("tables",),
-    "binlog": ("tables",),
-    "cosmos": ("container",),
-    "jsonl": ("path",),
-}
-WRITER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "cosmos": ("container",),
-    "mysql": ("table",),
-    "kafka": ("topic",),
-    "jsonl": ("path",),
-}
+READER_OPTIONS: dict[str, tuple[str, ...]] = _required(READER_MODELS)
+WRITER_OPTIONS: dict[str, tuple[str, ...]] = _required(WRITER_MODELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,28 +106,10 @@ class PipelineDefinition:
         raise UnknownWriter(f"pipeline {self.name} has no writer {name!r}")
 
 
-def _component(raw: Any, kinds: dict[str, tuple[str, ...]], where: str, chain_keys: bool) -> ComponentSpec:
-    if not isinstance(raw, Mapping) or "type" not in raw:
-        raise InvalidDefinition(f"{where}: expected a mapping with a 'type'")
-    kind = str(raw["type"])
-    if kind not in kinds:
-        raise InvalidDefinition(f"{where}: unknown type {kind!r}; one of {sorted(kinds)}")
-    missing = [key for key in kinds[kind] if key not in raw]
-    if missing:
-        raise InvalidDefinition(f"{where}: type {kind} needs {', '.join(missing)}")
-    reserved = (
-        {"type", "name", "steps", "namespace", "transforms", "errors_tolerance"} if chain_keys else {"type"}
-    )
-    options = {k: v for k, v in raw.items() if k not in reserved}
-    return ComponentSpec(kind, options)
-
-
-def _resolve_transform(ref: Any, base_dir: Path | None, where: str) -> TransformStep:
+def _resolve_transform(ref: Any, base_dir: Path | None) -> TransformStep:
     if callable(ref):
         return TransformStep(getattr(ref, "__name__", repr(ref)), ref)
-    if not isinstance(ref, str) or ":" not in ref:
-        raise InvalidDefinition(f"{where}: transform {ref!r} must be 'module:function' or 'file.py:function'")
-    module_ref, _, attr = ref.rpartition(":")
+    module_ref, _, attr = str(ref).rpartition(":")
     try:
         if module_ref.endswith(".py"):
             path = Path(module_ref)
@@ -130,85 +120,68 @@ def _resolve_transform(ref: Any, base_dir: Path | None, where: str) -> Transform
             module = importlib.import_module(module_ref)
         function: Transform = getattr(module, attr)
     except Exception as exc:  # the user's module ran: a syntax error, or anything it raised
-        raise InvalidDefinition(f"{where}: cannot load transform {ref!r}: {exc!r}") from exc
+        raise ValueError(f"cannot load transform {ref!r}: {exc!r}") from exc
     if not callable(function):
-        raise InvalidDefinition(f"{where}: {ref!r} is not callable")
-    return TransformStep(ref, function)
+        raise ValueError(f"{ref!r} is not callable")
+    return TransformStep(str(ref), function)
 
 
-def _steps(raw: Mapping[str, Any], base_dir: Path | None, where: str) -> tuple[Step, ...]:
+def _steps(writer: Any) -> tuple[Step, ...]:
+    """The writer's chain; its transforms were loaded in validation (TransformStep)."""
     steps: list[Step] = []
-    try:
-        if "steps" in raw:
-            if not isinstance(raw["steps"], Sequence) or isinstance(raw["steps"], str):
-                raise InvalidDefinition(f"{where}: steps must be a list")
-            for index, step in enumerate(raw["steps"]):
-                if isinstance(step, Mapping) and set(step) == {"namespace"}:
-                    steps.append(NamespaceFilter(str(step["namespace"])))
-                elif isinstance(step, Mapping) and set(step) == {"transform"}:
-                    steps.append(_resolve_transform(step["transform"], base_dir, f"{where}.steps[{index}]"))
-                elif callable(step):
-                    steps.append(_resolve_transform(step, base_dir, f"{where}.steps[{index}]"))
-                else:
-                    raise InvalidDefinition(
-                        f"{where}.steps[{index}]: expected {{namespace: ...}} or {{transform: ...}}"
-                    )
-        else:
-            steps.append(NamespaceFilter(str(raw.get("namespace", ".*"))))
-            transforms = raw.get("transforms") or ()
-            if not isinstance(transforms, Sequence) or isinstance(transforms, str):
-                raise InvalidDefinition(f"{where}: transforms must be a list, got {transforms!r:.60}")
-            for index, ref in enumerate(transforms):
-                steps.append(_resolve_transform(ref, base_dir, f"{where}.transforms[{index}]"))
-    except re.error as exc:
-        raise InvalidDefinition(f"{where}: bad namespace regex: {exc}") from exc
+    if writer.steps is not None:
+        for step in writer.steps:
+            if isinstance(step, NamespaceStepModel):
+                steps.append(NamespaceFilter(step.namespace))
+            else:
+                steps.append(step.transform)
+    else:
+        steps.append(NamespaceFilter(".*" if writer.namespace is None else writer.namespace))
+        steps.extend(writer.transforms or ())
     return tuple(steps) or (NamespaceFilter(),)
 
 
-def _positive(raw: Mapping[str, Any], key: str, default: float) -> float:
-    value = raw.get(key, default)
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise InvalidDefinition(f"{key} must be a non-negative number, got {value!r}")
-    return float(value)
+def _options(model: BaseModel, reserved: frozenset[str]) -> dict[str, Any]:
+    """What the definition set (a single key column already a list), for the reader or sink."""
+    return model.model_dump(exclude=set(reserved), exclude_unset=True, exclude_none=True)
+
+
+def _twice(raw: Any) -> list[str]:
+    writers = raw.get("writers") if isinstance(raw, Mapping) else None
+    if not isinstance(writers, list | tuple):
+        return []
+    names = [w.get("name") for w in writers if isinstance(w, Mapping) and isinstance(w.get("name"), str)]
+    return [f"writers[{i}]: writer name {n!r} is used twice" for i, n in enumerate(names) if n in names[:i]]
 
 
 def definition_from_mapping(raw: Any, base_dir: Path | None = None) -> PipelineDefinition:
-    if not isinstance(raw, Mapping):
-        raise InvalidDefinition("a pipeline definition is a mapping with name, reader and writers")
-    name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidDefinition(f"name {name!r} must be 1-100 letters, digits, '_' or '-'")
-    reader = _component(raw.get("reader"), READER_OPTIONS, "reader", chain_keys=False)
-    writers_raw = raw.get("writers")
-    if not isinstance(writers_raw, Sequence) or isinstance(writers_raw, str) or not writers_raw:
-        raise InvalidDefinition("writers must be a non-empty list")
-    writers: list[WriterSpec] = []
-    for index, item in enumerate(writers_raw):
-        where = f"writers[{index}]"
-        component = _component(item, WRITER_OPTIONS, where, chain_keys=True)
-        writer_name = item.get("name")
-        if not isinstance(writer_name, str) or not _NAME.match(writer_name):
-            raise InvalidDefinition(
-                f"{where}: name {writer_name!r} must be 1-100 letters, digits, '_' or '-'"
-            )
-        if any(w.name == writer_name for w in writers):
-            raise InvalidDefinition(f"{where}: writer name {writer_name!r} is used twice")
-        tolerance = ErrorsTolerance.parse(item.get("errors_tolerance", "none"), where)
-        branch = Branch(writer_name, _steps(item, base_dir, where))
-        writers.append(WriterSpec(writer_name, component, branch, tolerance))
-    batch_size = raw.get("batch_size", 1000)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InvalidDefinition(f"batch_size must be a positive integer, got {batch_size!r}")
-    flush = raw.get("flush_interval_s")
+    """Validate a definition (every problem at once, in one InvalidDefinition) and build it."""
+    context = {"load_transform": lambda ref: _resolve_transform(ref, base_dir)}
+    try:
+        model = PipelineModel.model_validate(raw, context=context)
+    except ValidationError as exc:
+        raise InvalidDefinition(*problems(exc, raw), *_twice(raw)) from None
+    twice = _twice(raw)
+    if twice:
+        raise InvalidDefinition(*twice)
+    writers = tuple(
+        WriterSpec(
+            w.name,
+            ComponentSpec(w.type, _options(w, CHAIN_KEYS | {"type"})),
+            Branch(w.name, _steps(w)),
+            w.errors_tolerance,
+        )
+        for w in model.writers
+    )
     return PipelineDefinition(
-        name=name,
-        reader=reader,
-        writers=tuple(writers),
-        batch_size=batch_size,
-        batch_wait_s=_positive(raw, "batch_wait_s", 0.2),
-        flush_interval_s=None if flush is None else _positive(raw, "flush_interval_s", 1.0),
-        shutdown_timeout_s=_positive(raw, "shutdown_timeout_s", 30.0),
-        restart_after_s=_positive(raw, "restart_after_s", 0.0),
+        name=model.name,
+        reader=ComponentSpec(model.reader.type, _options(model.reader, frozenset({"type"}))),
+        writers=writers,
+        batch_size=model.batch_size,
+        batch_wait_s=float(model.batch_wait_s),
+        flush_interval_s=None if model.flush_interval_s is None else float(model.flush_interval_s),
+        shutdown_timeout_s=float(model.shutdown_timeout_s),
+        restart_after_s=float(model.restart_after_s),
     )
 
 

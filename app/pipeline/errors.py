@@ -31,7 +31,12 @@ class EntryTooLarge(PipelineError):
 
 
 class InvalidDefinition(InvalidInput):
-    """A pipeline definition (YAML or Python module) is malformed."""
+    """A pipeline definition (YAML or Python module) is malformed: `problems` are all its findings,
+    one line each (the message joins them with newlines)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 class UnknownPipeline(NotFound):

@@ -65,7 +65,7 @@ READER = "name: bad\nreader: {type: jsonl, path: in.jsonl, namespace: d}\n"
     ("definition", "said"),
     [
         (b"\xff\xfe name: x", "invalid YAML: 'utf-8' codec can't decode"),
-        ((READER + WRITER % "5").encode(), "transforms must be a list, got 5"),
+        ((READER + WRITER % "5").encode(), "transforms: must be a list, got 5"),
         ((READER + WRITER % "['broken.py:f']").encode(), "cannot load transform 'broken.py:f': SyntaxError"),
         ((READER + WRITER % "['.relative:f']").encode(), "cannot load transform '.relative:f'"),
         (

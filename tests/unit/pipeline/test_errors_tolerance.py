@@ -308,7 +308,7 @@ def test_the_definition_takes_errors_tolerance_per_writer() -> None:
     tolerant = _writer({"name": "w", "type": "jsonl", "path": "out.jsonl", "errors_tolerance": "all"})
     assert tolerant.errors_tolerance is ErrorsTolerance.ALL
     assert "errors_tolerance" not in tolerant.component.options  # not handed to the sink
-    with pytest.raises(InvalidDefinition, match=r"writers\[0\]: errors_tolerance must be one of none, all"):
+    with pytest.raises(InvalidDefinition, match=r"writers\.w\.errors_tolerance: must be 'none' or 'all'"):
         _writer({"name": "w", "type": "jsonl", "path": "out.jsonl", "errors_tolerance": "some"})
     # A Python definition may give it as text; other values are refused the same way.
     spec = WriterSpec("w", ComponentSpec("jsonl", {"path": "x"}), Branch("w"), "all")  # type: ignore[arg-type]
