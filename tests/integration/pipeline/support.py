@@ -19,7 +19,18 @@ from tests.support.ports import free_port
 from tests.support.spawn import spawn_logged
 from tests.support.waiting import wait_until
 
-__all__ = ["HUBSTREAM", "cli", "cli_json", "composite_with", "free_port", "start", "status", "stop", "wait"]
+__all__ = [
+    "HUBSTREAM",
+    "cli",
+    "cli_json",
+    "composite_with",
+    "free_port",
+    "run_until_idle",
+    "start",
+    "status",
+    "stop",
+    "wait",
+]
 
 HUBSTREAM = str(Path(sys.executable).with_name("hubstream"))
 
@@ -40,6 +51,17 @@ def start(file: Path, home: Path, port: int, **extra_env: str) -> subprocess.Pop
         home / f"run-{time.monotonic_ns()}.log",
         env=env,
         append=False,
+    )
+
+
+def run_until_idle(file: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
+    """`hubstream pipeline run FILE --exit-when-idle`, to its end (a home and web port of its own)."""
+    env = {**os.environ, "HUBSTREAM_HOME": str(home), "PIPELINE_WEB_PORT": str(free_port())}
+    return subprocess.run(
+        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
+        env=env,
+        capture_output=True,
+        timeout=240,
     )
 
 

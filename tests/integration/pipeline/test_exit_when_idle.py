@@ -17,7 +17,7 @@ from app.composite.store import MetadataStore
 from app.pipeline.service import WRITER_FAILED_EXIT
 from app.settings import Settings
 
-from .support import HUBSTREAM, free_port
+from .support import HUBSTREAM, free_port, run_until_idle
 
 pytestmark = pytest.mark.integration
 
@@ -103,13 +103,7 @@ def test_exit_when_idle_ends_a_composite_reader_at_the_end_it_saw_at_start(
         f"reader: {{type: composite, topic: {topic}, namespace: docs}}\n"
         f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
     )
-    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
-    done = subprocess.run(
-        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
-        env=env,
-        capture_output=True,
-        timeout=240,
-    )
+    done = run_until_idle(file, tmp_path)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     written = [orjson.loads(line) for line in target.read_bytes().splitlines()]
     assert sorted(w["data"]["id"] for w in written if "id" in w.get("data", {})) == sorted(

@@ -5,8 +5,6 @@ on every try."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -14,7 +12,7 @@ import pytest
 
 from app.settings import Settings
 
-from .support import HUBSTREAM, free_port
+from .support import run_until_idle
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +30,7 @@ def test_an_entry_over_the_record_limit_is_left_out_and_reported(
         f"reader: {{type: jsonl, path: {source}, namespace: docs}}\n"
         f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
     )
-    env = {**os.environ, "HUBSTREAM_HOME": str(tmp_path), "PIPELINE_WEB_PORT": str(free_port())}
-    done = subprocess.run(
-        [HUBSTREAM, "pipeline", "run", str(file), "--exit-when-idle", "--loglevel", "warning"],
-        env=env,
-        capture_output=True,
-        timeout=240,
-    )
+    done = run_until_idle(file, tmp_path)
     said = done.stderr.decode()
     assert done.returncode == 0, said[-3000:]
     assert "left out: an entry of" in said and "raise MAX_PAYLOAD_BYTES" in said, said[-3000:]
