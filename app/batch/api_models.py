@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from app.batch.model import EstimatedBatch, ExactBatch
-from app.web.models import ApiModel, RequestModel
+from app.web.models import ApiModel, RequestModel, omitted_when_none
 from app.web.openapi import ADMIN, MUTATING_ERRORS, Method, Operation, Schema, path_param, query_param
 
 __all__ = [
@@ -84,13 +84,14 @@ class BatchCompletion(ApiModel):
 
 class RefusedItem(ApiModel):
     item_id: str
+    error: str  # BatchNotFound (no such batch, or it is gone) or ItemNotFound (the batch has no such item)
     reason: str
 
 
 class AckedItems(ApiModel):
     batch_completions: list[BatchCompletion]
-    # ids that were not applied, each with why (the others of the request were)
-    refused_item_ids: list[RefusedItem] = []
+    # ids that were not applied, each with why (the others of the request were); absent when none
+    refused_item_ids: list[RefusedItem] | None = omitted_when_none()
 
 
 class Removed(ApiModel):

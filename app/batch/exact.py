@@ -55,11 +55,18 @@ class SortedAcks:
 
     valid: tuple[GroupAcks, ...] = ()
     # ids that can never apply, with the reason: their batch existed and is gone (its id is below
-    # the partition's counter), or the batch exists without such an item
-    refused: tuple[tuple[GroupAcks, str], ...] = ()
+    # the partition's counter) ...
+    gone: tuple[tuple[GroupAcks, str], ...] = ()
+    # ... or the batch exists without such an item
+    missing: tuple[tuple[GroupAcks, str], ...] = ()
     # ids of a batch this partition never created (its id is at or past the counter): a worker
     # holding a partition it lost may not know the batch yet
     unknown: tuple[GroupAcks, ...] = ()
+
+    @property
+    def refused(self) -> tuple[tuple[GroupAcks, str], ...]:
+        """Every id that can never apply, with why."""
+        return self.gone + self.missing
 
 
 @dataclass(frozen=True)
@@ -203,13 +210,14 @@ class ExactRules:
         raw = store.get(sequence_key(partition))
         next_sequence = int(raw) if raw is not None else 1
         valid: list[GroupAcks] = []
-        refused: list[tuple[GroupAcks, str]] = []
+        gone: list[tuple[GroupAcks, str]] = []
+        missing: list[tuple[GroupAcks, str]] = []
         unknown: list[GroupAcks] = []
         groups: dict[bytes, int | None] = {}  # group key -> its item count (None: no such group)
         for ack in acks:
             if store.get(exact_key(ack.batch_id)) is None:
                 if ack.batch_id // partitions < next_sequence:
-                    refused.append(
+                    gone.append(
                         (ack, f"exact batch {ack.batch_id} no longer exists (closed and expired, or reaped)")
                     )
                 else:
@@ -221,7 +229,7 @@ class ExactRules:
                 groups[key] = None if found is None else decode_group(found)[0]
             upto = groups[key]
             if upto is None:
-                refused.append((ack, f"item group {ack.batch_id}:{ack.group_id} does not exist"))
+                missing.append((ack, f"item group {ack.batch_id}:{ack.group_id} does not exist"))
             elif max(ack.indexes, default=0) < upto:
                 valid.append(ack)
             else:  # per item: those the group has apply
@@ -230,8 +238,8 @@ class ExactRules:
                 if inside:
                     valid.append(replace(ack, indexes=inside))
                 reason = f"item group {ack.batch_id}:{ack.group_id} has {upto} items"
-                refused.append((replace(ack, indexes=outside), reason))
-        return SortedAcks(tuple(valid), tuple(refused), tuple(unknown))
+                missing.append((replace(ack, indexes=outside), reason))
+        return SortedAcks(tuple(valid), tuple(gone), tuple(missing), tuple(unknown))
 
     def check(
         self, store: BatchStore, acks: Sequence[GroupAcks]

@@ -43,7 +43,7 @@ from app.batch.api_models import (
     estimated_view,
     exact_view,
 )
-from app.batch.errors import BatchNotFound, PartitionNotReady
+from app.batch.errors import BatchNotFound, ItemNotFound, PartitionNotReady
 from app.batch.estimated import check_count
 from app.batch.exact import Removal
 from app.batch.ids import GroupAcks, group_item_ids, item_ids_of, parse_estimated_id
@@ -193,12 +193,13 @@ class BatchApi:
         # Ids are answered one by one: the valid ones are applied, the others listed with why.
         sorted_acks = {p: self.service.sort_acks(p, acks) for p, acks in local.items()}
         refused = [
-            RefusedItem(item_id=i, reason=why)
+            RefusedItem(item_id=i, error=error, reason=why)
             for s in sorted_acks.values()
-            for a, why in s.refused
+            for error, entries in (("BatchNotFound", s.gone), ("ItemNotFound", s.missing))
+            for a, why in entries
             for i in item_ids_of([a])
         ] + [
-            RefusedItem(item_id=i, reason="no such batch")
+            RefusedItem(item_id=i, error="BatchNotFound", reason="no such batch")
             for s in sorted_acks.values()
             for i in item_ids_of(s.unknown)
         ]
@@ -210,10 +211,12 @@ class BatchApi:
                 await self._remote(request, owner, AckItems(batch_item_ids=sent))
             )
             completions.extend(theirs.batch_completions)
-            refused += theirs.refused_item_ids
-            applied += len(sent) - len(theirs.refused_item_ids)
+            refused += theirs.refused_item_ids or []
+            applied += len(sent) - len(theirs.refused_item_ids or [])
         if refused and not applied and not request.headers.get(ROUTED_HEADER):
-            raise BatchNotFound(f"no item applied: {refused[0].item_id}: {refused[0].reason}")
+            first = refused[0]  # none applies: 404, as Carlyle answers an unknown id
+            error = BatchNotFound if first.error == "BatchNotFound" else ItemNotFound
+            raise error(f"no item applied: {first.item_id}: {first.reason}")
         for partition, sorted_ in sorted_acks.items():
             if sorted_.valid:
                 outcome = self.service.ack(partition, sorted_.valid)
@@ -222,7 +225,7 @@ class BatchApi:
                     BatchCompletion(batch_id=int(c.batch_id), user_key=c.user_key)
                     for c in outcome.completions
                 ]
-        return model_response(AckedItems(batch_completions=completions, refused_item_ids=refused))
+        return model_response(AckedItems(batch_completions=completions, refused_item_ids=refused or None))
 
     async def delete_expired(self, request: web.Request, closed: bool) -> web.Response:
         require_admin(request, self.settings)

@@ -97,10 +97,11 @@ class GroupLanes(Generic[P, K, T]):
             await asyncio.wait_for(self._changed.wait(), timeout_s)
 
     async def drain(self) -> None:
-        """Until every submitted item is done (or one failed: raised)."""
+        """Until every submitted item is done, or one failed: raised at once (what still runs is
+        the host's to `cancel`)."""
         while self._tasks:
             self.raise_failure()
-            await asyncio.wait(set(self._tasks))
+            await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
         self.raise_failure()
 
     async def close(self) -> None:

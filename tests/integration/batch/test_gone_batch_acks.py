@@ -93,6 +93,8 @@ def test_an_http_ack_applies_its_valid_ids_and_answers_the_others_one_by_one(
     assert answer["batchCompletions"] == [{"batchId": live, "userKey": None}], "the valid ids applied"
     reasons = {r["itemId"]: r["reason"] for r in answer["refusedItemIds"]}
     assert reasons.keys() == {gone_item, bogus}
+    errors = {r["itemId"]: r["error"] for r in answer["refusedItemIds"]}
+    assert errors == {gone_item: "BatchNotFound", bogus: "ItemNotFound"}
     assert "no longer exists" in reasons[gone_item] and "does not exist" in reasons[bogus]
     with pytest.raises(BatchNotFound, match="no item applied"):  # none applies: 404, as before
         client.ack([gone_item])

@@ -79,7 +79,7 @@ class FakeService:
         refused = tuple(
             (a, f"exact batch {a.batch_id} no longer exists") for a in acks if a.batch_id in self.gone
         )
-        return SortedAcks(valid, refused)
+        return SortedAcks(valid, gone=refused)
 
     def ack(self, partition: int, acks: Sequence[GroupAcks]) -> AckOutcome:
         if partition not in self.ready or self.in_recovery:

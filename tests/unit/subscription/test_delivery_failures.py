@@ -1,5 +1,6 @@
-"""A failure that is not the endpoint's (the broker did not confirm an RQ copy) ends the poll:
-the shard's other group deliveries are cancelled, not left running while the shard restarts."""
+"""A failure that is not the endpoint's (the broker did not confirm an RQ copy) stops the shard's
+lanes: it is raised at once, while another group's delivery still runs, and that delivery is
+cancelled, not left running while the shard restarts; nothing past the failed record commits."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from app.composite.producer import ProduceFailed
+from app.ordered.lanes import GroupLanes
 from app.ordered.rules import Position
+from app.ordered.work import Work
 from app.settings import Settings
 from app.subscription.delivery import Delivery, ShardStats, main_work
 from app.subscription.errors import EndpointUnavailable
@@ -22,7 +25,7 @@ def record(group: str, offset: int) -> ConsumerRecord[bytes, bytes]:
     return ConsumerRecord("mq.0", 0, offset, 0, 0, group.encode(), b"x", None, 1, 1, [])
 
 
-async def test_an_unconfirmed_rq_copy_cancels_the_other_groups_of_the_poll() -> None:
+async def test_an_unconfirmed_rq_copy_stops_the_lanes_and_cancels_the_other_groups() -> None:
     sub = Subscription("s", "mq", EndpointSpec("http", "http://127.0.0.1:1/"))
     slow_started, slow_cancelled = asyncio.Event(), asyncio.Event()
 
@@ -42,6 +45,12 @@ async def test_an_unconfirmed_rq_copy_cancels_the_other_groups_of_the_poll() -> 
 
     delivery = Delivery(Settings(), sub, MemoryStates(), ShardStats(), produce_to, 0, endpoint)
     items = [main_work(record("failing", 0), 0, 256), main_work(record("slow", 1), 0, 256)]
-    with pytest.raises(ProduceFailed):
-        await asyncio.wait_for(delivery.process(items), 10)
-    assert slow_cancelled.is_set(), "the other group's delivery was cancelled before the poll ended"
+    lanes: GroupLanes[int, str, Work] = GroupLanes(delivery.handle_within_limit, 100)
+    for work in items:
+        lanes.take(0, work.record.offset, work.ordering_key, work)
+    with pytest.raises(ProduceFailed):  # at once: the slow group's call never ends by itself
+        await asyncio.wait_for(lanes.drain(), 10)
+    assert not slow_cancelled.is_set()
+    await lanes.cancel()
+    assert slow_cancelled.is_set(), "the other group's delivery was cancelled"
+    assert lanes.committable() == {0: 0}, "nothing committable past the failed record"
