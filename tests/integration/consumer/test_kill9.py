@@ -80,7 +80,7 @@ POINTS = [
 ]
 
 
-@pytest.mark.parametrize("point", first_in_every_suite(POINTS, 3))
+@pytest.mark.parametrize("point", first_in_every_suite(POINTS, 2))
 async def test_a_copy_killed_at_a_crash_point_restarts_and_keeps_the_promise(
     kafka: Settings, unique: str, tmp_path: Path, point: str
 ) -> None:
