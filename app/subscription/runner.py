@@ -334,12 +334,11 @@ class ShardRunner(ShardForgetting, ShardAdoption, ShardRetryBuffer):
         }
 
     async def _settle_lanes(self) -> None:
-        """A stop: the deliveries running end (nothing waiting starts) and what finished is
-        committed, so the next owner starts there."""
+        """A stop: everything read is delivered and committed, so the next owner starts where
+        this one stopped and repeats nothing (as a stop between two polls did)."""
         if self._lanes is None:
             return
-        await self._lanes.close()
-        self._lanes.raise_failure()
+        await self._lanes.drain()
         commit = self._finished_offsets()
         if commit:
             await self._commit(commit)
