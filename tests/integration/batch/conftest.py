@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,18 @@ def read_completions(bootstrap: str, topic: str, timeout_s: float = 2.0) -> list
         return events
     finally:
         consumer.close()
+
+
+def live_and_gone(client: BatchClient, live_items: int) -> tuple[int, list[str], str]:
+    """A closed batch with `live_items` items (its ids), and the one item of a batch that was
+    closed and expired (gone): (live batch id, its item ids, the gone item's id)."""
+    live, gone = client.create_exact(), client.create_exact()
+    items = client.add_item_ids(live, live_items)
+    [gone_item] = client.add_item_ids(gone, 1)
+    client.close_exact(gone)
+    client.delete_expired(closed=True, since=datetime.now(UTC) + timedelta(minutes=1))
+    client.close_exact(live)
+    return live, items, gone_item
 
 
 def wait_for(predicate: Any, timeout_s: float = 30.0, what: str = "condition") -> Any:

@@ -7,7 +7,6 @@ nothing is counted twice."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -17,7 +16,7 @@ from app.batch.client import BatchClient
 from app.batch.dead_acks import dead_acks, dead_acks_topic, replay_dead_acks
 from app.crashpoints import InjectedFault, armed
 from app.settings import Settings
-from tests.integration.batch.conftest import PARTITIONS, BatchWorker, wait_for
+from tests.integration.batch.conftest import PARTITIONS, BatchWorker, live_and_gone, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +39,7 @@ def test_dead_acks_are_listed_and_replayed_once_they_can_apply(
         update={"batch_acks_topic": batch_worker.env["BATCH_ACKS_TOPIC"], "table_partitions": PARTITIONS}
     )
     client = batch_client(batch_worker.url)
-    live, gone = client.create_exact(), client.create_exact()
-    live_items = client.add_item_ids(live, 3)
-    [gone_item] = client.add_item_ids(gone, 1)
-    client.close_exact(gone)
-    client.delete_expired(closed=True, since=datetime.now(UTC) + timedelta(minutes=1))
-    client.close_exact(live)
+    live, live_items, gone_item = live_and_gone(client, 3)
     before = len(dead_acks(settings))
     dead_letter(settings, live_items, "BatchNotFound: batches not created in partition 1")
     dead_letter(settings, [gone_item], "BatchNotFound: a worker was down")

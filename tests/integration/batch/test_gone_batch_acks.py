@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from app.batch.client import BatchClient, calls
 from app.batch.errors import BatchNotFound
-from tests.integration.batch.conftest import PARTITIONS, BatchWorker, send_acks, wait_for
+from tests.integration.batch.conftest import PARTITIONS, BatchWorker, live_and_gone, send_acks, wait_for
 
 pytestmark = pytest.mark.integration
 GONE_RECORDS = 20
@@ -82,12 +82,7 @@ def test_an_http_ack_applies_its_valid_ids_and_answers_the_others_one_by_one(
 ) -> None:
     """Before, one unknown id failed the whole request (404) and nothing of it was applied."""
     client = batch_client(batch_worker.url)
-    live, gone = client.create_exact(), client.create_exact()
-    live_items = client.add_item_ids(live, 2)
-    [gone_item] = client.add_item_ids(gone, 1)
-    client.close_exact(gone)
-    client.delete_expired(closed=True, since=datetime.now(UTC) + timedelta(minutes=1))
-    client.close_exact(live)
+    live, live_items, gone_item = live_and_gone(client, 2)
     bogus = f"{live}:{uuid.uuid4()}:0"
     answer = client.send(calls.ack([*live_items, gone_item, bogus]))
     assert answer["batchCompletions"] == [{"batchId": live, "userKey": None}], "the valid ids applied"
