@@ -54,6 +54,18 @@ class SaveResult:
     duplicates: int
 
 
+def entry_owed_by_another(ledger: Ledger, unacked_from: int, token: str) -> int | None:
+    """The catalog entry a save must create for a drawer whose first unacknowledged event another
+    save placed, when that save may never create it: it is void (died before its entry), or still
+    held by a claim whose save may yet fail and never be retried. Without the entry no Peek reaches
+    the drawer, nor the events this save put in it. A save that released its claim had created
+    the entry first. Creating an entry that exists is a no-op."""
+    if ledger.is_void(unacked_from):
+        return unacked_from
+    claim = ledger.claim_of(unacked_from)
+    return unacked_from if claim is not None and claim.token != token else None
+
+
 class HubSave(RepositoryPart[C]):
     def __init__(
         self,
@@ -105,7 +117,9 @@ class HubSave(RepositoryPart[C]):
                 if written:
                     await gather_all(
                         *(
-                            self._write_placement(self.io.events(ledger, p.cabinet, p.ordinal), p, ledger)
+                            self._write_placement(
+                                self.io.events(ledger, p.cabinet, p.ordinal), p, ledger, allocation.token
+                            )
                             for p in allocation.placements
                         )
                     )
@@ -191,17 +205,17 @@ class HubSave(RepositoryPart[C]):
         )
         return all(results)
 
-    async def _write_placement(self, events_container: C, placement: Placement, ledger: Ledger) -> None:
+    async def _write_placement(
+        self, events_container: C, placement: Placement, ledger: Ledger, token: str
+    ) -> None:
         """Events first, then the drawer (so a drawer never promises events that are not written),
         then the catalog entry a Peek finds the drawer by."""
         docs = [event_doc(s) for s in placement.events]
         crash_point("hub.save.events")
         await self.io.bulk_create(events_container, placement.drawer_id, docs)
         drawer, catalog_seq = await self._record_in_drawer(placement)
-        if catalog_seq is None and drawer.unacked_from is not None and ledger.is_void(drawer.unacked_from):
-            # The save that set the drawer's first unacknowledged event died before creating its
-            # catalog entry (that event is void now): without the entry no Peek reaches the drawer.
-            catalog_seq = drawer.unacked_from
+        if catalog_seq is None and drawer.unacked_from is not None:
+            catalog_seq = entry_owed_by_another(ledger, drawer.unacked_from, token)
         if catalog_seq is not None:
             entry = CatalogEntry(placement.cabinet, placement.drawer_id, catalog_seq)
             crash_point("hub.save.catalog")

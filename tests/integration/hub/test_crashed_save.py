@@ -231,3 +231,24 @@ async def test_a_peek_failed_while_correcting_the_catalog_and_retried_shows_each
                 await hub.close()
         assert trigger.fired, f"{point} was never reached"
     assert ids(delivered) == ids(batch), "each event peeked once, in order"
+
+
+async def test_a_save_dead_before_its_catalog_entry_hides_nothing_of_a_later_save(
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
+) -> None:
+    """A save dies after writing its events and drawer but before the catalog entry, and is never
+    retried (the caller gave up); within its lease another save fills the same drawer. The later
+    save creates the entry the dead one owed, so once the lease expires the actor peeks it."""
+    settings = stack.model_copy(update={"hub_drawer_capacity": DRAWER_CAPACITY})
+    hub = await MessageHub.open(settings, store=cosmos)
+    actor = f"owed-{unique}"
+    with armed("hub.save.catalog", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(events(actor, 2))  # never retried
+    later = events(actor, 2)
+    assert (await hub.save(later)).saved == 2  # the same drawer, during the dead save's lease
+    ledger, _ = await hub.repository.ledgers.read(actor)
+    [dead] = ledger.claims
+    clock.pass_(dead.lease_until_s)
+    assert await hub.depth(actor) == {"timeseries": 2}
+    assert await drain(hub, actor) == ids(later)
+    await hub.close()

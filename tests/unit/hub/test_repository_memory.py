@@ -584,3 +584,27 @@ def test_random_deliveries_by_two_concurrent_workers_are_peeked_once_in_each_wor
             assert sum(s.event.weight for s in bundle.events) <= 50 * MB or len(bundle.events) == 1
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("lose_answer", [False, True], ids=["write-failed", "answer-lost"])
+async def test_a_save_that_fails_and_is_never_retried_hides_nothing_of_a_later_save(
+    clock: Clock, lose_answer: bool
+) -> None:
+    """A save fails at any write after its claim and is given up (its caller never retries); while
+    its lease still holds, another save lands in the same drawer. Once the lease expires, the actor
+    peeks every event of the second save and the depth counts exactly those."""
+    writes = await writes_of_a_solo_save()
+    for nth in range(2, writes + 1):  # the first write is the claim: nothing is held before it
+        world, _, batch = await interrupted_save_setup()
+        await drain(world.worker())  # the drawer's earlier events are acknowledged
+        world.fail_write(nth, lose_answer=lose_answer)
+        with pytest.raises(Injected):
+            await world.worker().save(batch)
+        world.store.before = world.store.after = None
+        later = [event("z1"), event("z2", domain="masterdata")]
+        assert await world.worker().save(later) == SaveResult(2, 0)
+        clock.advance(OPTIONS.lease_s + 1)
+        hub = world.worker()
+        assert await hub.depth(RECIPIENT) == {"timeseries": 1, "masterdata": 1}, f"write {nth}"
+        drained = ids_of(await drain(hub))
+        assert sorted(drained) == sorted(ids(later)), f"write {nth}: {drained}"
