@@ -254,6 +254,8 @@ class Settings(BaseSettings):
     # false: every dequeue writes its drawers (while workers of a version without deferred
     # acknowledgements run beside this one; docs/hub.md)
     hub_defer_acks: bool = Field(default=True, validation_alias="HUB_DEFER_ACKS")
+    # Seconds between a worker's sweeps reclaiming drained drawers (`hubstream hub gc`); 0: none.
+    hub_reclaim_interval_s: float = Field(default=60.0, ge=0, validation_alias="HUB_RECLAIM_INTERVAL_S")
 
     # subscription
     subscription_registry_topic: str = Field(

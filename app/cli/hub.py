@@ -97,6 +97,16 @@ def depth(actor: str) -> None:
 
 
 @hub.command()
+@click.option("--dry-run", is_flag=True, help="Report what would be reclaimed; delete nothing.")
+def gc(dry_run: bool) -> None:
+    """Reclaim what actors acknowledged: the events and documents of drained drawers.
+
+    Workers run the same sweep every HUB_RECLAIM_INTERVAL_S; this runs one now."""
+    report = _with_hub(lambda h: h.reclaim(dry_run=dry_run))
+    echo_json(report.as_dict())
+
+
+@hub.command()
 @click.option("--actor", required=True, help="Recipient / actor id (the token's subject).")
 @click.option("--ttl-s", default=3600, show_default=True, type=click.IntRange(1, 86400 * 30))
 def token(actor: str, ttl_s: int) -> None:

@@ -7,6 +7,7 @@ MemoryHubStore in memory (same conditional-write rules, for unit tests of the hu
 from app.hub.cosmos_io import HubContainers
 from app.hub.memory import MemoryHubStore
 from app.hub.ports import BundleLog, HubStore
+from app.hub.reclaim import ReclaimReport
 from app.hub.repository import HubRepository, RepositoryOptions, SaveResult
 from app.hub.service import MessageHub, PeekedBundle
 
@@ -18,6 +19,7 @@ __all__ = [
     "MemoryHubStore",
     "MessageHub",
     "PeekedBundle",
+    "ReclaimReport",
     "RepositoryOptions",
     "SaveResult",
 ]

@@ -77,7 +77,7 @@ class HubAcknowledge(RepositoryPart[C]):
     ) -> tuple[DeferredAck | None, bool, tuple[DrawerState, str] | None]:
         """The drawer's acknowledgement if deferred, whether this call moved the drawer (not when
         acknowledged before), and the drawer as acknowledged with its stored etag (None when it
-        was drained and deleted)."""
+        was drained and reclaimed)."""
         piece = ref.slices[index]
         cabinet = ref.cabinet
         # First try the drawer as the peek saw it (one write when nothing changed since), then re-read.
@@ -88,7 +88,7 @@ class HubAcknowledge(RepositoryPart[C]):
             if known is None:
                 current = await self.io.read(self.io.drawers, piece.drawer_id, cabinet.value)
                 if current is None:
-                    return None, False, None  # drained and removed by an earlier acknowledge of this bundle
+                    return None, False, None  # drained and reclaimed since
                 known = (apply_deferred(drawer_from_doc(current), deferred), current["_etag"])
             drawer, etag = known
             next_now: int | None = None
@@ -100,13 +100,10 @@ class HubAcknowledge(RepositoryPart[C]):
             if may_defer and piece.next_seq is not None and updated.unacked_from == piece.next_seq:
                 later = DeferredAck(drawer.drawer_id, updated.ack_seq, piece.next_seq, updated.acked)
                 return later, True, (updated, etag)
-            drained = updated.unacked_from is None and updated.used >= self.options.drawer_capacity
+            # A drained drawer is written too, not deleted: it is the mark by which the reclaim
+            # sweep (reclaim.py) finds its events; deleting it here would orphan them.
             crash_point("hub.ack.drawer")
-            if drained:
-                ok = await self.io.delete_if_match(self.io.drawers, drawer.drawer_id, cabinet.value, etag)
-                new_etag = "" if ok else None
-            else:
-                new_etag = await self.io.replace_tagged(self.io.drawers, drawer_doc(updated), etag)
+            new_etag = await self.io.replace_tagged(self.io.drawers, drawer_doc(updated), etag)
             if new_etag is not None:
                 break
             known = None
@@ -115,7 +112,7 @@ class HubAcknowledge(RepositoryPart[C]):
         # The catalog is left as it is: the drawer's entry stays at or below its first unacknowledged
         # event (or points at a drawer with nothing left), which a peek reading the catalog checks
         # and corrects (_check). A Save adds the entry of a drawer that had nothing unacknowledged.
-        return None, True, (None if drained else (updated, new_etag))
+        return None, True, (updated, new_etag)
 
     async def _first_after(self, drawer: DrawerState, seq: int) -> int | None:
         """The first live (not voided) sequence number above `seq` in the drawer, page by page: a

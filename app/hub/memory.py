@@ -271,6 +271,12 @@ class MemoryHubStore(AllPages["MemoryContainer"], BatchedCreates["MemoryContaine
         if not found:
             yield []
 
+    async def partition_keys(self, container: MemoryContainer) -> AsyncIterator[str]:
+        await self._request(Request("query", container.id, ""))
+        for key, docs in list(container.partitions.items()):
+            for _ in list(docs):
+                yield key
+
     # ---- point writes
 
     async def create(self, container: MemoryContainer, doc: dict[str, Any]) -> bool:

@@ -132,6 +132,11 @@ class HubStore(Protocol[C]):
         created (a retry after a partial write finishes it)."""
         ...
 
+    def partition_keys(self, container: C) -> AsyncIterator[str]:
+        """The partition key of every document of a container (a read feed over all partitions;
+        a key repeats once per document)."""
+        ...
+
     async def create_all_new(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:
         """Create documents of one partition in batches of BATCH_LIMIT; False when any already existed.
 

@@ -19,6 +19,7 @@ from app.hub.model import CabinetKey, DeferredAck, StoredEvent, apply_deferred
 from app.hub.parts import RepositoryOptions
 from app.hub.peek import Candidate, HubPeek
 from app.hub.ports import HubStore
+from app.hub.reclaim import HubReclaim, ReclaimReport
 from app.hub.save import HubSave, SaveResult
 from app.hub.views import CabinetBoard
 
@@ -39,6 +40,7 @@ class HubRepository(Generic[C]):
         self.saves = HubSave(*parts)
         self.peeks = HubPeek(*parts)
         self.acks = HubAcknowledge(*parts)
+        self.reclaims = HubReclaim(*parts)
 
     async def save(self, events: Sequence[DataAvailable]) -> SaveResult:
         """Save events (in order); recipients in parallel, each recipient's order kept."""
@@ -74,6 +76,10 @@ class HubRepository(Generic[C]):
     def forget_board(self, recipient: str) -> None:
         """Drop what the last peek remembered (its dequeue was not recorded as this process's)."""
         self.boards.drop(recipient)
+
+    async def reclaim(self, *, dry_run: bool = False) -> ReclaimReport:
+        """Delete the documents of drained drawers (HubReclaim.sweep)."""
+        return await self.reclaims.sweep(dry_run=dry_run)
 
     # ---- Depth ----------------------------------------------------------------------------------
 

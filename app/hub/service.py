@@ -30,6 +30,7 @@ from app.hub.cosmos_io import HubContainers
 from app.hub.errors import BundleIdConflict, BundleNotFound
 from app.hub.model import StoredEvent
 from app.hub.ports import BundleLog
+from app.hub.reclaim import ReclaimReport
 from app.hub.repository import HubRepository, RepositoryOptions, SaveResult
 from app.settings import Settings
 
@@ -275,3 +276,8 @@ class MessageHub:
     async def depth(self, actor: str) -> dict[str, int]:
         state = await self.bundle_log.load(actor)
         return await self.repository.depth(actor, state.deferred_acks())
+
+    async def reclaim(self, *, dry_run: bool = False) -> ReclaimReport:
+        """Delete what actors acknowledged: the documents of every drained drawer (a dry run
+        only reports them)."""
+        return await self.repository.reclaim(dry_run=dry_run)

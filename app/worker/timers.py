@@ -39,12 +39,13 @@ def surviving(name: str, round_: Round) -> Round:
     return guarded
 
 
-def every(app: Any, interval_s: float, name: str) -> Callable[[Round], Round]:
-    """`@app.timer(interval_s, name=name)` over `surviving(name, ...)`."""
+def every(app: Any, interval_s: float, name: str, *, on_leader: bool = False) -> Callable[[Round], Round]:
+    """`@app.timer(interval_s, name=name, on_leader=on_leader)` over `surviving(name, ...)`
+    (`on_leader`: only the worker group's leader runs the rounds)."""
 
     def register(round_: Round) -> Round:
         guarded = surviving(name, round_)
-        app.timer(interval_s, name=name)(guarded)
+        app.timer(interval_s, name=name, on_leader=on_leader)(guarded)
         return guarded
 
     return register

@@ -145,9 +145,11 @@ async def test_a_deferred_position_is_written_with_the_bundle_that_ends_the_draw
     (waiting,) = (await hub.bundle_log.load(RECIPIENT)).deferred
     assert (waiting.ack_seq, waiting.acked) == (first.ref.slices[0].last_seq, 2)
     await hub.dequeue(RECIPIENT, second.bundle_id)
-    # The second bundle ends the drawer's events: a full drawer left empty is deleted, and the
-    # stream holds nothing for it any more.
-    assert world.store.drawers.documents() == []
+    # The second bundle ends the drawer's events: the full drawer is written as drained (and left
+    # for the reclaim sweep), and the stream holds nothing for it any more.
+    (stored,) = world.store.drawers.documents()
+    assert drawer_from_doc(stored).ack_seq == second.ref.slices[0].last_seq
+    assert drawer_from_doc(stored).unacked_from is None
     assert (await hub.bundle_log.load(RECIPIENT)).deferred == ()
 
 
@@ -170,7 +172,8 @@ async def test_a_worker_with_deferral_off_honours_recorded_positions_and_writes_
     assert second is not None and ids_of([second]) == [saved[2].id]
     assert await writing.depth(RECIPIENT) == {"timeseries": 1}
     await writing.dequeue(RECIPIENT, second.bundle_id)
-    assert world.store.drawers.documents() == []  # written (full and drained: deleted)
+    (stored,) = world.store.drawers.documents()  # written: full and drained
+    assert drawer_from_doc(stored).unacked_from is None and drawer_from_doc(stored).acked == 3
     assert (await writing.bundle_log.load(RECIPIENT)).deferred == ()
     assert await drain(deferring) == []
 

@@ -54,12 +54,12 @@ async def test_the_timers_own_cancellation_ends_it() -> None:
 
 
 def test_every_registers_the_guarded_round_with_faust() -> None:
-    registered: list[tuple[float, str, object]] = []
+    registered: list[tuple[float, str, bool, object]] = []
 
     class App:
-        def timer(self, interval: float, name: str):  # type: ignore[no-untyped-def]
+        def timer(self, interval: float, name: str, on_leader: bool):  # type: ignore[no-untyped-def]
             def take(fn: object) -> object:
-                registered.append((interval, name, fn))
+                registered.append((interval, name, on_leader, fn))
                 return fn
 
             return take
@@ -68,5 +68,6 @@ def test_every_registers_the_guarded_round_with_faust() -> None:
         raise RuntimeError("x")
 
     guarded = every(App(), 2.5, "batch-reaper")(round_)
-    assert registered == [(2.5, "batch-reaper", guarded)]
+    leader_only = every(App(), 60.0, "hub-reclaim", on_leader=True)(round_)
+    assert registered == [(2.5, "batch-reaper", False, guarded), (60.0, "hub-reclaim", True, leader_only)]
     asyncio.run(guarded())  # guarded: does not raise

@@ -1,0 +1,77 @@
+"""Reclaiming acknowledged data on the Cosmos endpoint: `hubstream hub gc` reports and deletes the
+events and documents of drained drawers; what an actor can still peek stays, and a sweep cut at a
+named crash point is finished by the next."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from app.cosmos import CosmosStore
+from app.crashpoints import InjectedFault, armed
+from app.hub import HubContainers, MessageHub
+from app.settings import Settings
+from tests.integration.hub.conftest import DRAWER_CAPACITY, drain, events, ids, open_hub
+
+
+async def stored_documents(hub: MessageHub) -> int:
+    io = hub.repository.io
+    assert isinstance(io, HubContainers)
+    counted = 0
+    for container in (*io.event_shards, io.drawers):
+        counted += sum([1 async for _ in io.partition_keys(container)])
+    return counted
+
+
+async def gc(cosmos: CosmosStore, *flags: str) -> dict[str, object]:
+    """`hubstream hub gc`, run as an operator runs it, on the test's database."""
+    env = {**os.environ, "COSMOS_DATABASE": cosmos.database.id, "HUB_DRAWER_CAPACITY": str(DRAWER_CAPACITY)}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "app.cli.main", "hub", "gc", *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer: dict[str, object] = orjson.loads(done.stdout)
+    return answer
+
+
+async def test_hub_gc_reclaims_drained_drawers_and_keeps_what_actors_can_peek(
+    stack: Settings, cosmos: CosmosStore, unique: str
+) -> None:
+    hub = await open_hub(stack, cosmos)
+    actor = f"gc-{unique}"
+    done = events(actor, 3 * DRAWER_CAPACITY)
+    await hub.save(done)
+    assert await drain(hub, actor) == ids(done)
+    waiting = events(actor, 2)
+    await hub.save(waiting)
+    before = await stored_documents(hub)
+    assert before == 3 * DRAWER_CAPACITY + 2 + 4  # events, and the drawers (3 drained, 1 open)
+
+    dry = await gc(cosmos, "--dry-run")
+    assert {k: dry[k] for k in ("drawers", "documents", "dryRun")} == {
+        "drawers": 3,
+        "documents": 3 * DRAWER_CAPACITY + 3,
+        "dryRun": True,
+    }
+    assert await stored_documents(hub) == before
+
+    with armed("hub.reclaim.events", nth=2, action="raise"), pytest.raises(InjectedFault):
+        await hub.reclaim()  # cut after the first drawer
+    swept = await gc(cosmos)
+    assert swept["drawers"] == 2 and swept["bytes"] > 0  # type: ignore[operator]
+    assert await stored_documents(hub) == 2 + 1  # the waiting events and their drawer
+    assert (await gc(cosmos))["drawers"] == 0
+    assert await hub.depth(actor) == {"timeseries": 2}
+    assert await drain(hub, actor) == ids(waiting)
+    assert (await hub.save(done)).duplicates == len(done)  # the index still knows reclaimed events
+    await hub.close()
