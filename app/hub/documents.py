@@ -7,6 +7,7 @@ from typing import Any
 
 from app.dataavailable import DataAvailable
 from app.hub.model import CabinetKey, CatalogEntry, Claim, DrawerHead, DrawerState, Ledger, StoredEvent
+from app.hub.voids import void_ranges
 
 __all__ = [
     "EVENT_FIELDS",
@@ -114,7 +115,7 @@ def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
         recipient=doc["id"],
         next_seq=doc["next"],
         claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
-        voids=tuple((f, last) for f, last in doc["voids"]),
+        voids=void_ranges((f, last) for f, last in doc["voids"]),
         heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
         containers=doc["containers"],
     )

@@ -49,6 +49,17 @@ class Ledgers(Generic[C]):
                 return True
         raise ServiceUnavailable(f"ledger of {recipient} kept changing; fence not advanced")
 
+    async def update(self, recipient: str, change: Callable[[Ledger], Ledger]) -> None:
+        """Apply `change` to the stored ledger under If-Match (re-read and redone on a conflict);
+        nothing is written when it changes nothing."""
+        for attempt in range(MAX_CAS_ATTEMPTS):
+            await after_conflict(attempt, MAX_CAS_ATTEMPTS)
+            ledger, etag = await self.read(recipient, known=attempt == 0)
+            changed = change(ledger)
+            if changed == ledger or await self.write(changed, etag):
+                return
+        raise ServiceUnavailable(f"ledger of {recipient} kept changing; not updated")
+
     async def read_reaped(self, recipient: str) -> Ledger:
         """The ledger with the claims of crashed saves voided and written back, so a reader's fence
         moves past them even when no save for this recipient comes again (the write makes a slow

@@ -12,11 +12,13 @@ and a retry places the events again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.dataavailable import DataAvailable
+from app.hub.voids import VoidRanges, add_void, is_void
 
 __all__ = [
     "Allocation",
@@ -121,7 +123,7 @@ class Ledger:
     recipient: str
     next_seq: int = 1
     claims: tuple[Claim, ...] = ()
-    voids: tuple[tuple[int, int], ...] = ()
+    voids: VoidRanges = ()  # sorted, disjoint, coalesced (app/hub/voids.py)
     heads: dict[str, DrawerHead] = field(default_factory=dict)  # by CabinetKey.value
     containers: int = 1  # event containers the recipient's drawers spread over, fixed at its first save
 
@@ -139,7 +141,7 @@ class Ledger:
         return (stable_hash(cabinet.value) + ordinal) % self.containers
 
     def is_void(self, seq: int) -> bool:
-        return any(first <= seq <= last for first, last in self.voids)
+        return is_void(self.voids, seq)
 
     def claim_of(self, seq: int) -> Claim | None:
         return next((c for c in self.claims if c.first_seq <= seq <= c.last_seq), None)
@@ -152,7 +154,7 @@ class Ledger:
         return replace(
             self,
             claims=tuple(c for c in self.claims if c.lease_until_s >= now_s),
-            voids=self.voids + tuple((c.first_seq, c.last_seq) for c in expired),
+            voids=functools.reduce(lambda v, c: add_void(v, c.first_seq, c.last_seq), expired, self.voids),
         )
 
 
@@ -224,7 +226,7 @@ def abandon(ledger: Ledger, token: str) -> Ledger | None:
     return replace(
         ledger,
         claims=tuple(c for c in ledger.claims if c.token != token),
-        voids=(*ledger.voids, (claim.first_seq, claim.last_seq)),
+        voids=add_void(ledger.voids, claim.first_seq, claim.last_seq),
     )
 
 

@@ -163,7 +163,13 @@ async def read_cabinet(
                 break
     finally:
         await asyncio.gather(*(c.aclose() for c in cursors))
-    rest = {c.drawer.drawer_id: tuple(c.buffered) for c in cursors if c.buffered}
+    # Voided events are left out of the runs kept for the next read: the reclaim sweep may drop
+    # their ranges from the ledger (once it deleted them), and a run must not outlive that.
+    rest = {
+        c.drawer.drawer_id: run
+        for c in cursors
+        if (run := tuple(e for e in c.buffered if not is_void(e.seq)))
+    }
     return CabinetRead(tuple(builder.events), next_seen, rest)
 
 

@@ -12,15 +12,16 @@ The idempotency index is kept: a redelivered event stays a duplicate.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import orjson
 
 from app.crashpoints import crash_point
 from app.hub.documents import drawer_from_doc
-from app.hub.model import DrawerHead, DrawerState, Ledger
+from app.hub.model import CabinetKey, DrawerHead, DrawerState, Ledger
 from app.hub.parts import RepositoryPart
+from app.hub.voids import is_void, remove_voids
 from app.waiting import gather_all
 
 __all__ = ["ReclaimReport", "drained"]
@@ -42,10 +43,22 @@ class ReclaimReport:
 
     recipients: int = 0  # ledgers looked at
     drawers: int = 0  # drained drawers found (their documents all reclaimed)
-    documents: int = 0  # acknowledged events, and the drained drawers' documents
+    documents: int = 0  # acknowledged events, drained drawers, and documents of voided claims
     bytes: int = 0  # the documents' JSON size, as stored without system fields
+    voids: int = 0  # voided ranges dropped from ledgers once their documents were gone
     requests: int = 0  # store requests the sweep made (reads included)
     dry_run: bool = False
+
+    def __add__(self, other: ReclaimReport) -> ReclaimReport:
+        return ReclaimReport(
+            self.recipients + other.recipients,
+            self.drawers + other.drawers,
+            self.documents + other.documents,
+            self.bytes + other.bytes,
+            self.voids + other.voids,
+            self.requests + other.requests,
+            self.dry_run or other.dry_run,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +66,7 @@ class ReclaimReport:
             "drawers": self.drawers,
             "documents": self.documents,
             "bytes": self.bytes,
+            "voids": self.voids,
             "requests": self.requests,
             "dryRun": self.dry_run,
         }
@@ -60,23 +74,33 @@ class ReclaimReport:
 
 class HubReclaim(RepositoryPart[C]):
     async def sweep(self, *, dry_run: bool = False) -> ReclaimReport:
-        """Reclaim every acknowledged event and drained drawer (report only, with `dry_run`)."""
+        """Reclaim every acknowledged event, drained drawer and voided claim (report only, with
+        `dry_run`)."""
         before = self.io.counter.total
         recipients = list(dict.fromkeys([k async for k in self.io.partition_keys(self.io.ledgers)]))
-        drawers = documents = size = 0
+        report = ReclaimReport(dry_run=dry_run)
         for recipient in recipients:
-            ledger = await self.ledgers.read_reaped(recipient)
-            for value, head in ledger.heads.items():
-                sql = "SELECT * FROM c WHERE c.pk = @pk"
-                for doc in await self.io.query(self.io.drawers, sql, value, {"@pk": value}):
-                    whole = drained(drawer_from_doc(doc), head)
-                    reclaimed, reclaimed_bytes = await self._reclaim(ledger, doc, whole, dry_run=dry_run)
-                    drawers += whole
-                    documents += reclaimed
-                    size += reclaimed_bytes
-        return ReclaimReport(
-            len(recipients), drawers, documents, size, self.io.counter.total - before, dry_run
-        )
+            report += await self._sweep_recipient(recipient, dry_run=dry_run)
+        return replace(report, requests=self.io.counter.total - before)
+
+    async def _sweep_recipient(self, recipient: str, *, dry_run: bool) -> ReclaimReport:
+        ledger = await self.ledgers.read_reaped(recipient)
+        report = ReclaimReport(recipients=1)
+        kept: dict[str, tuple[CabinetKey, int]] = {}  # drawers left in place: id -> cabinet, ordinal
+        for value, head in ledger.heads.items():
+            cabinet = CabinetKey(*value.split("|", 2))
+            kept[head.drawer_id] = (cabinet, head.ordinal)  # its document may not be written yet
+            sql = "SELECT * FROM c WHERE c.pk = @pk"
+            for doc in await self.io.query(self.io.drawers, sql, value, {"@pk": value}):
+                drawer = drawer_from_doc(doc)
+                whole = drained(drawer, head)
+                documents, size = await self._reclaim(ledger, doc, whole, dry_run=dry_run)
+                report += ReclaimReport(drawers=int(whole), documents=documents, bytes=size)
+                if not whole:
+                    kept[drawer.drawer_id] = (cabinet, drawer.ordinal)
+        if ledger.voids:
+            report += await self._drop_voids(ledger, kept, dry_run=dry_run)
+        return report
 
     async def _reclaim(
         self, ledger: Ledger, doc: dict[str, Any], whole: bool, *, dry_run: bool
@@ -108,6 +132,42 @@ class HubReclaim(RepositoryPart[C]):
             crash_point("hub.reclaim.drawer")
             await self.io.delete(self.io.drawers, drawer.drawer_id, drawer.cabinet.value)
         return len(gone), size
+
+    async def _drop_voids(
+        self, ledger: Ledger, drawers: dict[str, tuple[CabinetKey, int]], *, dry_run: bool
+    ) -> ReclaimReport:
+        """Delete the documents of voided claims (their events in the drawers left, their index
+        entries), then drop those ranges from the ledger: until then the ranges hide what is left.
+        An index entry taken over by a retry has a live sequence number and stays."""
+        voids = ledger.voids
+        params = {"@lo": voids[0][0], "@hi": voids[-1][1]}
+        sql = "SELECT * FROM c WHERE c.pk = @pk AND c.seq >= @lo AND c.seq <= @hi"
+        doomed: list[tuple[C, str, dict[str, Any]]] = []
+        for drawer_id, (cabinet, ordinal) in drawers.items():
+            container = self.io.events(ledger, cabinet, ordinal)
+            found = await self.io.query(container, sql, drawer_id, {**params, "@pk": drawer_id})
+            doomed += [(container, drawer_id, d) for d in found if is_void(voids, d["seq"])]
+        recipient = ledger.recipient
+        found = await self.io.query(self.io.ids, sql, recipient, {**params, "@pk": recipient})
+        doomed += [(self.io.ids, recipient, d) for d in found if is_void(voids, d["seq"])]
+        report = ReclaimReport(
+            documents=len(doomed), bytes=sum(_size(d) for _, _, d in doomed), voids=len(voids)
+        )
+        if dry_run:
+            return report
+        gate = asyncio.Semaphore(DELETES_IN_FLIGHT)
+
+        async def delete(container: C, partition_key: str, doc_id: str) -> None:
+            async with gate:
+                await self.io.delete(container, doc_id, partition_key)
+
+        crash_point("hub.reclaim.void_documents")  # the ranges still hide what is left of them
+        await gather_all(*(delete(c, pk, str(d["id"])) for c, pk, d in doomed))
+        crash_point("hub.reclaim.voids")
+        await self.ledgers.update(
+            recipient, lambda current: replace(current, voids=remove_voids(current.voids, voids))
+        )
+        return report
 
 
 def _size(doc: dict[str, Any]) -> int:

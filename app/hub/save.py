@@ -102,8 +102,8 @@ class HubSave(RepositoryPart[C]):
         The index is written by creating one document per event id: a create that finds one
         already there means a duplicate (or a racing save), found without reading the index first.
         Only when the first event's entry exists (a redelivery) is the whole index read up front:
-        a redelivery found by the creates would give its claim back as a void range, and the
-        ledger keeps every void range.
+        a redelivery found by the creates would give its claim back as a void range, which the
+        ledger keeps until the reclaim sweep deletes what the claim wrote.
         """
         ids = [e.id for e in events]
         index = await self._lookup_index(recipient, ids) if await self._indexed(recipient, ids[0]) else {}

@@ -17,6 +17,7 @@ from app.crashpoints import InjectedFault, armed
 from app.hub import HubContainers, MessageHub
 from app.settings import Settings
 from tests.integration.hub.conftest import DRAWER_CAPACITY, drain, events, ids, open_hub
+from tests.support.clock import Clock
 
 
 async def stored_documents(hub: MessageHub) -> int:
@@ -74,4 +75,33 @@ async def test_hub_gc_reclaims_drained_drawers_and_keeps_what_actors_can_peek(
     assert await hub.depth(actor) == {"timeseries": 2}
     assert await drain(hub, actor) == ids(waiting)
     assert (await hub.save(done)).duplicates == len(done)  # the index still knows reclaimed events
+    await hub.close()
+
+
+async def test_a_sweep_drops_voided_claims_once_their_documents_are_deleted(
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
+) -> None:
+    hub = await open_hub(stack, cosmos)
+    actor = f"voids-{unique}"
+    finished = events(actor, 2)
+    await hub.save(finished)
+    dead = events(actor, 3)
+    with armed("hub.save.release", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await hub.save(dead)  # wrote everything, never released, never retried
+    ledger, _ = await hub.repository.ledgers.read(actor)
+    [claim] = ledger.claims
+    clock.pass_(claim.lease_until_s)
+    later = events(actor, 2)
+    await hub.save(later)
+    ledger, _ = await hub.repository.ledgers.read(actor)
+    assert ledger.voids == ((claim.first_seq, claim.last_seq),)
+
+    report = await hub.reclaim()
+    assert (report.voids, report.documents) == (1, 3 + 3)  # the dead events and their index entries
+    ledger, _ = await hub.repository.ledgers.read(actor)
+    assert ledger.voids == ()
+    assert await hub.depth(actor) == {"timeseries": 4}
+    assert await drain(hub, actor) == ids([*finished, *later])
+    assert (await hub.save(dead)).saved == 3  # a redelivery is saved: its entries went with the claim
+    assert await drain(hub, actor) == ids(dead)
     await hub.close()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from app.crashpoints import InjectedFault, armed
+from app.dataavailable import DataAvailable
 from app.hub.memory import Request
+from tests.support.clock import Clock, hub_clock
 from tests.unit.hub.memhub import (
     OPTIONS,
     RECIPIENT,
@@ -21,6 +23,12 @@ from tests.unit.hub.memhub import (
 )
 
 CAPACITY = OPTIONS.drawer_capacity
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The repository's clock (claims' leases), moved by the test."""
+    return hub_clock(monkeypatch)
 
 
 def event_docs(world: World) -> int:
@@ -106,3 +114,86 @@ async def test_a_sweep_failing_at_a_named_crash_point_is_finished_by_the_next(po
     assert event_docs(world) > 2
     await hub.reclaim()
     assert (event_docs(world), drawer_docs(world)) == (2, 1)
+
+
+# ---- voided claims ------------------------------------------------------------------------------
+
+
+async def world_with_voided_claims(clock: Clock) -> tuple[World, list[str], list[list[DataAvailable]]]:
+    """Saves that wrote everything and died before releasing their claims (never retried), between
+    saves that finished: (world, the finished events in order, the dead batches)."""
+    world = World()
+    hub = world.worker()
+    finished = events("a", 2)
+    await hub.save(finished)
+    dead: list[list[DataAvailable]] = []
+    for i in range(3):
+        batch = events(f"dead{i}", 2)
+        with armed("hub.save.release", nth=1, action="raise"), pytest.raises(InjectedFault):
+            await hub.save(batch)
+        dead.append(batch)
+        clock.advance(OPTIONS.lease_s + 1)
+        good = events(f"good{i}", 1)
+        await hub.save(good)
+        finished += good
+    return world, ids(finished), dead
+
+
+async def voids_of(world: World) -> tuple[tuple[int, int], ...]:
+    ledger, _ = await world.repository().ledgers.read(RECIPIENT)
+    return ledger.voids
+
+
+async def test_a_sweep_deletes_what_voided_claims_wrote_and_drops_them_from_the_ledger(clock: Clock) -> None:
+    world, finished, dead = await world_with_voided_claims(clock)
+    hub = world.worker()
+    assert len(await voids_of(world)) == 3
+    depth = await hub.depth(RECIPIENT)
+    report = await hub.reclaim()
+    assert (report.voids, report.documents) == (3, 3 * 2 * 2)  # each dead event and its index entry
+    assert await voids_of(world) == ()
+    assert event_docs(world) == len(finished) and len(world.store.ids.documents()) == len(finished)
+    assert await hub.depth(RECIPIENT) == depth
+    assert ids_of(await drain(hub)) == finished
+    # A redelivery of a dead save is saved now: its index entries went with its claim.
+    assert (await hub.save(dead[0])).saved == 2
+    assert ids_of(await drain(hub)) == ids(dead[0])
+
+
+async def test_a_sweep_of_voided_claims_cut_at_any_write_hides_nothing_and_shows_nothing_void(
+    clock: Clock,
+) -> None:
+    world, _, _ = await world_with_voided_claims(clock)
+    writes: list[Request] = []
+    world.store.before = count_writes(writes)
+    await world.worker().reclaim()
+    total = len(writes)
+    assert total == 3 * 2 * 2 + 1  # the deletes, then the ledger
+    for nth in range(1, total + 1):
+        world, finished, dead = await world_with_voided_claims(clock)
+        world.fail_write(nth)
+        with pytest.raises(Injected):
+            await world.worker().reclaim()
+        world.store.before = None
+        assert await voids_of(world) != (), f"write {nth}"  # the ledger goes last
+        assert ids_of(await drain(world.worker())) == finished, f"write {nth}"
+        await world.worker().reclaim()
+        assert await voids_of(world) == (), f"write {nth}"
+        dead_ids = {i for batch in dead for i in ids(batch)}
+        stored = [d["eid"] for c in world.store.event_shards for d in c.documents()]
+        assert not dead_ids & set(stored), f"write {nth}"
+        assert len(world.store.ids.documents()) == len(finished), f"write {nth}"
+
+
+@pytest.mark.parametrize("point", ["hub.reclaim.void_documents", "hub.reclaim.voids"])
+async def test_a_sweep_of_voided_claims_failing_at_a_named_crash_point_is_finished_by_the_next(
+    clock: Clock, point: str
+) -> None:
+    world, finished, _ = await world_with_voided_claims(clock)
+    hub = world.worker()
+    with armed(point, nth=1, action="raise") as trigger, pytest.raises(InjectedFault):
+        await hub.reclaim()
+    assert trigger.fired and len(await voids_of(world)) == 3
+    assert ids_of(await drain(hub)) == finished
+    await hub.reclaim()
+    assert await voids_of(world) == ()
