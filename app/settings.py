@@ -254,6 +254,9 @@ class Settings(BaseSettings):
     # false: every dequeue writes its drawers (while workers of a version without deferred
     # acknowledgements run beside this one; docs/hub.md)
     hub_defer_acks: bool = Field(default=True, validation_alias="HUB_DEFER_ACKS")
+    # How long an event id stays known after its save (index entries expire then; a redelivery
+    # later is saved again as a new event); 0: for ever.
+    hub_dedup_window_s: int = Field(default=604_800, ge=0, validation_alias="HUB_DEDUP_WINDOW_S")
     # Seconds between a worker's sweeps reclaiming drained drawers (`hubstream hub gc`); 0: none.
     hub_reclaim_interval_s: float = Field(default=60.0, ge=0, validation_alias="HUB_RECLAIM_INTERVAL_S")
 

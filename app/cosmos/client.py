@@ -62,12 +62,18 @@ class CosmosStore:
     database: DatabaseProxy
     _containers: dict[str, ContainerProxy] = field(default_factory=dict)
 
-    async def container(self, name: str, partition_key_path: str) -> ContainerProxy:
+    async def container(
+        self, name: str, partition_key_path: str, *, item_ttl: bool = False
+    ) -> ContainerProxy:
+        """The container, created on first use; `item_ttl`: created with per-item time to live on
+        (a document's `ttl` field then expires it; a container created before keeps its setting)."""
         proxy = self._containers.get(name)
         if proxy is None:
             try:
                 proxy = await self.database.create_container_if_not_exists(
-                    id=name, partition_key=PartitionKey(path=partition_key_path)
+                    id=name,
+                    partition_key=PartitionKey(path=partition_key_path),
+                    default_ttl=-1 if item_ttl else None,
                 )
             except exceptions.CosmosResourceExistsError:  # created meanwhile: see open_cosmos
                 proxy = self.database.get_container_client(name)

@@ -41,9 +41,15 @@ def event_doc(stored: StoredEvent) -> dict[str, Any]:
     }
 
 
-def index_doc(event_id: str, recipient: str, digest: str, seq: int, token: str) -> dict[str, Any]:
-    """The idempotency index entry of one saved event (id = event id, partition = recipient)."""
-    return {"id": event_id, "pk": recipient, "h": digest, "seq": seq, "tok": token}
+def index_doc(
+    event_id: str, recipient: str, digest: str, seq: int, token: str, ttl_s: int = 0
+) -> dict[str, Any]:
+    """The idempotency index entry of one saved event (id = event id, partition = recipient);
+    with `ttl_s`, Cosmos DB deletes it that long after its last write."""
+    doc: dict[str, Any] = {"id": event_id, "pk": recipient, "h": digest, "seq": seq, "tok": token}
+    if ttl_s:
+        doc["ttl"] = ttl_s
+    return doc
 
 
 def event_from_doc(doc: dict[str, Any], drawer_id: str) -> StoredEvent:

@@ -26,6 +26,7 @@ import asyncio
 import copy
 import itertools
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -207,6 +208,7 @@ class MemoryHubStore(AllPages["MemoryContainer"], BatchedCreates["MemoryContaine
         self.before = before
         self.after = after
         self._etags = itertools.count(1)
+        self.clock: Callable[[], float] = time.time  # stamps `_ts` (seconds) as Cosmos DB does
         self._queries: dict[str, Query] = {}
 
     # ---- the port's non-I/O part, as the adapter has it
@@ -238,6 +240,7 @@ class MemoryHubStore(AllPages["MemoryContainer"], BatchedCreates["MemoryContaine
         body = copy.deepcopy(doc)
         etag = f'"{next(self._etags):08x}"'
         body["_etag"] = etag
+        body["_ts"] = int(self.clock())
         container.partition(_partition_key(doc))[str(doc["id"])] = body
         return etag
 

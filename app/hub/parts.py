@@ -25,6 +25,10 @@ class RepositoryOptions:
     lease_s: float = 15.0  # renewed every third of it while the save runs
     save_recipients: int = 32  # recipients saved at once; the others wait before they claim
     defer_acks: bool = True  # a dequeue may record a drawer's position in the actor's stream
+    dedup_window_s: int = 0  # index entries expire this long after their save (a `ttl`); 0: never
+    # The embedded endpoint keeps a container's per-item TTL setting but never expires anything:
+    # there the reclaim sweep deletes index entries older than the window itself.
+    expire_index_by_sweep_for_embedded_cosmos: bool = False
 
 
 class RepositoryPart(Generic[C]):

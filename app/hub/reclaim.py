@@ -100,6 +100,8 @@ class HubReclaim(RepositoryPart[C]):
                     kept[drawer.drawer_id] = (cabinet, drawer.ordinal)
         if ledger.voids:
             report += await self._drop_voids(ledger, kept, dry_run=dry_run)
+        if self.options.expire_index_by_sweep_for_embedded_cosmos and self.options.dedup_window_s:
+            report += await self._expire_index(recipient, dry_run=dry_run)
         return report
 
     async def _reclaim(
@@ -120,14 +122,8 @@ class HubReclaim(RepositoryPart[C]):
         size = sum(_size(d) for d in gone)
         if dry_run or not gone:
             return len(gone), size
-        gate = asyncio.Semaphore(DELETES_IN_FLIGHT)
-
-        async def delete(event_id: str) -> None:
-            async with gate:
-                await self.io.delete(container, event_id, drawer.drawer_id)
-
         crash_point("hub.reclaim.events")  # the drawer's position (or its document) marks the rest
-        await gather_all(*(delete(str(e["id"])) for e in events))
+        await self._delete_each([(container, drawer.drawer_id, e) for e in events])
         if whole:
             crash_point("hub.reclaim.drawer")
             await self.io.delete(self.io.drawers, drawer.drawer_id, drawer.cabinet.value)
@@ -155,19 +151,37 @@ class HubReclaim(RepositoryPart[C]):
         )
         if dry_run:
             return report
+        crash_point("hub.reclaim.void_documents")  # the ranges still hide what is left of them
+        await self._delete_each(doomed)
+        crash_point("hub.reclaim.voids")
+        await self.ledgers.update(
+            recipient, lambda current: replace(current, voids=remove_voids(current.voids, voids))
+        )
+        return report
+
+    async def _expire_index(self, recipient: str, *, dry_run: bool) -> ReclaimReport:
+        """Delete the recipient's index entries last written longer than the dedup window ago: what
+        a container's per-item TTL does on Cosmos DB, which the embedded endpoint does not do."""
+        sql = "SELECT * FROM c WHERE c.pk = @pk AND c._ts < @cut"
+        cut = int(self.ledgers.now()) - self.options.dedup_window_s
+        found = await self.io.query(self.io.ids, sql, recipient, {"@pk": recipient, "@cut": cut})
+        report = ReclaimReport(documents=len(found), bytes=sum(_size(d) for d in found))
+        if dry_run or not found:
+            return report
+        crash_point("hub.reclaim.index")  # expired entries left count as known a little longer
+        await self._delete_each([(self.io.ids, recipient, d) for d in found])
+        return report
+
+    async def _delete_each(self, docs: list[tuple[C, str, dict[str, Any]]]) -> None:
+        """Delete documents given as (container, partition key, document), DELETES_IN_FLIGHT at once:
+        one request each (the embedded endpoint has no batch delete); one already gone is no error."""
         gate = asyncio.Semaphore(DELETES_IN_FLIGHT)
 
         async def delete(container: C, partition_key: str, doc_id: str) -> None:
             async with gate:
                 await self.io.delete(container, doc_id, partition_key)
 
-        crash_point("hub.reclaim.void_documents")  # the ranges still hide what is left of them
-        await gather_all(*(delete(c, pk, str(d["id"])) for c, pk, d in doomed))
-        crash_point("hub.reclaim.voids")
-        await self.ledgers.update(
-            recipient, lambda current: replace(current, voids=remove_voids(current.voids, voids))
-        )
-        return report
+        await gather_all(*(delete(c, pk, str(d["id"])) for c, pk, d in docs))
 
 
 def _size(doc: dict[str, Any]) -> int:

@@ -192,7 +192,14 @@ class HubSave(RepositoryPart[C]):
         fresh: list[dict[str, Any]] = []
         takeovers: list[tuple[dict[str, Any], str]] = []
         for event in events:
-            doc = index_doc(event.id, recipient, content_hash(event), seqs[event.id], allocation.token)
+            doc = index_doc(
+                event.id,
+                recipient,
+                content_hash(event),
+                seqs[event.id],
+                allocation.token,
+                self.options.dedup_window_s,
+            )
             entry = known.get(event.id)
             if entry is None:
                 fresh.append(doc)

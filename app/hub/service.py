@@ -110,7 +110,7 @@ class MessageHub:
         prefix = settings.hub_container_prefix
         names = ("drawers", "catalog", "ledgers", "ids")
         drawers, catalog, ledgers, ids = await asyncio.gather(
-            *(cosmos.container(f"{prefix}-{n}", "/pk") for n in names)
+            *(cosmos.container(f"{prefix}-{n}", "/pk", item_ttl=n == "ids") for n in names)
         )
         shards = settings.hub_event_shards
         events = await asyncio.gather(
@@ -131,6 +131,8 @@ class MessageHub:
             lease_s=settings.hub_save_lease_s,
             save_recipients=settings.hub_save_recipients,
             defer_acks=settings.hub_defer_acks,
+            dedup_window_s=settings.hub_dedup_window_s,
+            expire_index_by_sweep_for_embedded_cosmos=settings.embedded_cosmos,
         )
         log = bundle_log or await EventStoreBundleLog.open(cosmos, f"{prefix}-bundle-streams")
         return cls(HubRepository(io, options), log, cosmos if owned else None)

@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 
 import orjson
 import pytest
@@ -104,4 +105,31 @@ async def test_a_sweep_drops_voided_claims_once_their_documents_are_deleted(
     assert await drain(hub, actor) == ids([*finished, *later])
     assert (await hub.save(dead)).saved == 3  # a redelivery is saved: its entries went with the claim
     assert await drain(hub, actor) == ids(dead)
+    await hub.close()
+
+
+async def test_index_entries_carry_the_dedup_window_and_the_sweep_expires_them_on_this_endpoint(
+    stack: Settings, cosmos: CosmosStore, unique: str, clock: Clock
+) -> None:
+    """On Cosmos DB the container's per-item TTL deletes an entry `ttl` seconds after its write; the
+    embedded endpoint keeps the setting but expires nothing, so there the sweep does it."""
+    settings = stack.model_copy(update={"hub_dedup_window_s": 60})
+    hub = await MessageHub.open(settings, store=cosmos)
+    io = hub.repository.io
+    assert isinstance(io, HubContainers)
+    assert (await io.ids.read())["defaultTtl"] == -1
+    actor = f"window-{unique}"
+    saved = events(actor, 3)
+    await hub.save(saved)
+    pk = {"@pk": actor}
+    entries = await io.query(io.ids, "SELECT * FROM c WHERE c.pk = @pk", actor, pk)
+    assert {e["ttl"] for e in entries} == {60}
+    await drain(hub, actor)
+    clock.now = time.time() + 30  # `_ts` is the endpoint's clock
+    await hub.reclaim()
+    assert (await hub.save(saved)).duplicates == 3
+    clock.now = time.time() + 61
+    await hub.reclaim()
+    assert await io.query(io.ids, "SELECT * FROM c WHERE c.pk = @pk", actor, pk) == []
+    assert (await hub.save(saved)).saved == 3  # after the window: saved again, as documented
     await hub.close()

@@ -17,7 +17,7 @@ class FailingStore:
     def __init__(self) -> None:
         self.closed = 0
 
-    async def container(self, name: str, partition_key_path: str) -> Any:
+    async def container(self, name: str, partition_key_path: str, *, item_ttl: bool = False) -> Any:
         raise TimeoutError(f"{name}: no answer")
 
     async def close(self) -> None:

@@ -4,6 +4,8 @@ next one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.crashpoints import InjectedFault, armed
@@ -197,3 +199,44 @@ async def test_a_sweep_of_voided_claims_failing_at_a_named_crash_point_is_finish
     assert ids_of(await drain(hub)) == finished
     await hub.reclaim()
     assert await voids_of(world) == ()
+
+
+# ---- the idempotency index's dedup window -------------------------------------------------------
+
+WINDOW = replace(OPTIONS, dedup_window_s=100, expire_index_by_sweep_for_embedded_cosmos=True)
+
+
+@pytest.mark.parametrize("point", [None, "hub.reclaim.index"])
+async def test_index_entries_expire_after_the_dedup_window(clock: Clock, point: str | None) -> None:
+    """Entries carry the window as their `ttl` (Cosmos DB expires them); where the store does not,
+    the sweep deletes those older than it. A redelivery within the window is a duplicate; after it,
+    the event is saved again (the documented rule)."""
+    world = World(options=WINDOW)
+    world.store.clock = clock.time
+    hub = world.worker()
+    saved = events("e", 4)
+    await hub.save(saved)
+    assert {d["ttl"] for d in world.store.ids.documents()} == {100}
+    await drain(hub)
+    clock.advance(99)
+    await hub.reclaim()
+    assert (await hub.save(saved)).duplicates == 4
+    clock.advance(2)
+    if point is not None:
+        with armed(point, nth=1, action="raise") as trigger, pytest.raises(InjectedFault):
+            await hub.reclaim()
+        assert trigger.fired and len(world.store.ids.documents()) == 4
+    report = await hub.reclaim()
+    assert report.documents >= 4 and world.store.ids.documents() == []
+    assert (await hub.save(saved)).saved == 4
+    assert ids_of(await drain(hub)) == ids(saved)
+
+
+async def test_without_the_embedded_quirk_the_sweep_leaves_expiry_to_the_store(clock: Clock) -> None:
+    world = World(options=replace(WINDOW, expire_index_by_sweep_for_embedded_cosmos=False))
+    world.store.clock = clock.time
+    hub = world.worker()
+    await hub.save(events("e", 2))
+    clock.advance(1000)
+    await hub.reclaim()
+    assert len(world.store.ids.documents()) == 2
