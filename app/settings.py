@@ -258,7 +258,7 @@ class Settings(BaseSettings):
     # later is saved again as a new event); 0: for ever.
     hub_dedup_window_s: int = Field(default=604_800, ge=0, validation_alias="HUB_DEDUP_WINDOW_S")
     # Seconds between a worker's sweeps reclaiming drained drawers (`hubstream hub gc`); 0: none.
-    hub_reclaim_interval_s: float = Field(default=60.0, ge=0, validation_alias="HUB_RECLAIM_INTERVAL_S")
+    hub_reclaim_interval_s: float = Field(default=300.0, ge=0, validation_alias="HUB_RECLAIM_INTERVAL_S")
 
     # subscription
     subscription_registry_topic: str = Field(
