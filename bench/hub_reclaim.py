@@ -141,7 +141,7 @@ async def part_voids(hub: MessageHub, n_voids: int) -> dict[str, Any]:
     ledger = Ledger(
         voided,
         next_seq=2 * n_voids + 1,
-        voids=tuple((2 * k + 1, 2 * k + 1) for k in range(n_voids)),
+        voids=tuple((2 * k + 1, 2 * k + 1, 0.0) for k in range(n_voids)),
         containers=len(io.event_shards) if isinstance(io, HubContainers) else 1,
     )
     size = len(json.dumps(ledger_doc(ledger)))

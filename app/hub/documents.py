@@ -121,7 +121,12 @@ def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
         recipient=doc["id"],
         next_seq=doc["next"],
         claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
-        voids=void_ranges((f, last) for f, last in doc["voids"]),
+        voids=void_ranges(_void(v) for v in doc["voids"]),
         heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
         containers=doc["containers"],
     )
+
+
+def _void(stored: list[Any]) -> tuple[int, int, float]:
+    """A stored void range; one written without its time (an older version) counts as old."""
+    return (stored[0], stored[1], stored[2] if len(stored) > 2 else 0.0)

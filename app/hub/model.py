@@ -12,13 +12,12 @@ and a retry places the events again.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.dataavailable import DataAvailable
-from app.hub.voids import VoidRanges, add_void, is_void
+from app.hub.voids import VoidRanges, add_void, is_void, void_ranges
 
 __all__ = [
     "Allocation",
@@ -154,7 +153,7 @@ class Ledger:
         return replace(
             self,
             claims=tuple(c for c in self.claims if c.lease_until_s >= now_s),
-            voids=functools.reduce(lambda v, c: add_void(v, c.first_seq, c.last_seq), expired, self.voids),
+            voids=void_ranges((*self.voids, *((c.first_seq, c.last_seq, now_s) for c in expired))),
         )
 
 
@@ -215,7 +214,7 @@ def allocate(
     return updated, Allocation(token, claim.first_seq, claim.last_seq, placements)
 
 
-def abandon(ledger: Ledger, token: str) -> Ledger | None:
+def abandon(ledger: Ledger, token: str, *, now_s: float) -> Ledger | None:
     """Void a save's claim before it wrote any event (it met index entries it did not expect).
 
     Its sequence numbers stay unused; None when the claim was already voided or released.
@@ -226,7 +225,7 @@ def abandon(ledger: Ledger, token: str) -> Ledger | None:
     return replace(
         ledger,
         claims=tuple(c for c in ledger.claims if c.token != token),
-        voids=add_void(ledger.voids, claim.first_seq, claim.last_seq),
+        voids=add_void(ledger.voids, claim.first_seq, claim.last_seq, now_s),
     )
 
 

@@ -28,13 +28,17 @@ __all__ = ["ReclaimReport", "drained"]
 
 C = TypeVar("C")  # the store's container handle
 
-DELETES_IN_FLIGHT = 32  # single deletes of one drawer's events at once
+DELETES_IN_FLIGHT = 32
+# How long a voided range is kept when the index is kept for ever (no dedup window): a save paused
+# past its lease may still write its events into it, and only the range hides them.
+VOID_HORIZON_S = 86_400  # single deletes of one drawer's events at once
 
 
-def drained(drawer: DrawerState, head: DrawerHead | None) -> bool:
-    """Whether the drawer will never hold an unacknowledged event again: none is left, and it is not
-    its cabinet's last drawer (the only one a save fills)."""
-    return drawer.unacked_from is None and head is not None and drawer.ordinal < head.ordinal
+def drained(drawer: DrawerState, head: DrawerHead | None, *, live_left: bool) -> bool:
+    """Whether the drawer will never show an event again: no live (not voided) event is left above
+    its position, and it is not its cabinet's last drawer (the only one a new claim fills; the
+    caller makes sure no claim is pending, which could still write an older one)."""
+    return not live_left and head is not None and drawer.ordinal < head.ordinal
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ class HubReclaim(RepositoryPart[C]):
 
     async def _sweep_recipient(self, recipient: str, *, dry_run: bool) -> ReclaimReport:
         ledger = await self.ledgers.read_reaped(recipient)
+        # No save holds a claim: none can still write a drawer that is not its cabinet's last.
+        quiet = not ledger.claims
         report = ReclaimReport(recipients=1)
         kept: dict[str, tuple[CabinetKey, int]] = {}  # drawers left in place: id -> cabinet, ordinal
         for value, head in ledger.heads.items():
@@ -93,7 +99,7 @@ class HubReclaim(RepositoryPart[C]):
             sql = "SELECT * FROM c WHERE c.pk = @pk"
             for doc in await self.io.query(self.io.drawers, sql, value, {"@pk": value}):
                 drawer = drawer_from_doc(doc)
-                whole = drained(drawer, head)
+                whole = quiet and drained(drawer, head, live_left=await self._live_left(ledger, drawer))
                 documents, size = await self._reclaim(ledger, doc, whole, dry_run=dry_run)
                 report += ReclaimReport(drawers=int(whole), documents=documents, bytes=size)
                 if not whole:
@@ -103,6 +109,19 @@ class HubReclaim(RepositoryPart[C]):
         if self.options.expire_index_by_sweep_for_embedded_cosmos and self.options.dedup_window_s:
             report += await self._expire_index(recipient, dry_run=dry_run)
         return report
+
+    async def _live_left(self, ledger: Ledger, drawer: DrawerState) -> bool:
+        """Whether a live event is left above the drawer's position; only a drawer whose first
+        unacknowledged event is void (a dead save's) is looked into."""
+        if drawer.unacked_from is None:
+            return False
+        if not ledger.is_void(drawer.unacked_from):
+            return True
+        sql = "SELECT VALUE c.seq FROM c WHERE c.pk = @pk AND c.seq > @ack"
+        container = self.io.events(ledger, drawer.cabinet, drawer.ordinal)
+        params = {"@pk": drawer.drawer_id, "@ack": drawer.ack_seq}
+        seqs: list[Any] = await self.io.query(container, sql, drawer.drawer_id, params)
+        return not all(ledger.is_void(int(seq)) for seq in seqs)
 
     async def _reclaim(
         self, ledger: Ledger, doc: dict[str, Any], whole: bool, *, dry_run: bool
@@ -132,10 +151,15 @@ class HubReclaim(RepositoryPart[C]):
     async def _drop_voids(
         self, ledger: Ledger, drawers: dict[str, tuple[CabinetKey, int]], *, dry_run: bool
     ) -> ReclaimReport:
-        """Delete the documents of voided claims (their events in the drawers left, their index
-        entries), then drop those ranges from the ledger: until then the ranges hide what is left.
-        An index entry taken over by a retry has a live sequence number and stays."""
-        voids = ledger.voids
+        """Delete the documents of claims voided longer than the dedup window ago (their events in
+        the drawers left, their index entries), then drop those ranges from the ledger: until then
+        the ranges hide what is left. An index entry taken over by a retry has a live sequence
+        number and stays. A younger range is kept: a save paused past its lease may still be
+        writing into it (its release fails, and its caller saves the events again)."""
+        horizon = self.options.dedup_window_s or VOID_HORIZON_S
+        voids = tuple(v for v in ledger.voids if v[2] + horizon <= self.ledgers.now())
+        if not voids:
+            return ReclaimReport()
         params = {"@lo": voids[0][0], "@hi": voids[-1][1]}
         sql = "SELECT * FROM c WHERE c.pk = @pk AND c.seq >= @lo AND c.seq <= @hi"
         doomed: list[tuple[C, str, dict[str, Any]]] = []

@@ -291,4 +291,5 @@ class HubSave(RepositoryPart[C]):
             raise SaveLeaseLost(f"save for {recipient} outlived its lease of {self.options.lease_s}s")
 
     async def _abandon(self, recipient: str, token: str) -> None:
-        await self.ledgers.update_claim(recipient, token, abandon)  # a claim already voided needs nothing
+        # A claim already voided needs nothing.
+        await self.ledgers.update_claim(recipient, token, partial(abandon, now_s=self.ledgers.now()))

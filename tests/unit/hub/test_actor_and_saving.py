@@ -165,4 +165,4 @@ def test_plan_waits_for_a_pending_save_and_replaces_a_voided_one() -> None:
     assert plan.to_place == (a,)
     # once placed again, the entry (taken over under If-Match) points at the new sequence number
     again = {a.id: IndexEntry(content_hash(a), 9, "u")}
-    assert plan_save([a], again, Ledger("r", next_seq=10, voids=((3, 4),))).duplicates == 1
+    assert plan_save([a], again, Ledger("r", next_seq=10, voids=((3, 4, 0.0),))).duplicates == 1

@@ -4,13 +4,16 @@ next one."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 
 from app.crashpoints import InjectedFault, armed
 from app.dataavailable import DataAvailable
+from app.hub.errors import SaveLeaseLost
 from app.hub.memory import Request
+from app.hub.reclaim import VOID_HORIZON_S
 from tests.support.clock import Clock, hub_clock
 from tests.unit.hub.memhub import (
     OPTIONS,
@@ -138,10 +141,11 @@ async def world_with_voided_claims(clock: Clock) -> tuple[World, list[str], list
         good = events(f"good{i}", 1)
         await hub.save(good)
         finished += good
+    clock.advance(VOID_HORIZON_S + 1)  # the ranges are old enough to be dropped
     return world, ids(finished), dead
 
 
-async def voids_of(world: World) -> tuple[tuple[int, int], ...]:
+async def voids_of(world: World) -> tuple[tuple[int, int, float], ...]:
     ledger, _ = await world.repository().ledgers.read(RECIPIENT)
     return ledger.voids
 
@@ -240,3 +244,41 @@ async def test_without_the_embedded_quirk_the_sweep_leaves_expiry_to_the_store(c
     clock.advance(1000)
     await hub.reclaim()
     assert len(world.store.ids.documents()) == 2
+
+
+async def test_a_young_voided_range_is_kept_so_a_save_paused_past_its_lease_stays_hidden(
+    clock: Clock,
+) -> None:
+    """A save pauses before writing its events; its lease passes and its claim is voided; a sweep
+    runs; then the save writes on (events, drawer, catalog) and fails at its release. Its events
+    stay hidden: the range is kept until it is older than the dedup window."""
+    world = World()
+    hub = world.worker()
+    paused, resume = asyncio.Event(), asyncio.Event()
+
+    async def pause_events(request: Request) -> None:
+        if request.op == "batch" and request.container.startswith("events") and not paused.is_set():
+            paused.set()
+            await resume.wait()
+
+    world.store.before = pause_events
+    zombie_batch = events("zombie", 2)
+    zombie = asyncio.create_task(world.worker().save(zombie_batch))
+    await paused.wait()
+    world.store.before = None
+    clock.advance(OPTIONS.lease_s + 1)
+    assert await hub.peek(RECIPIENT) is None  # voids the claim (reaped)
+    await hub.reclaim()
+    assert len(await voids_of(world)) == 1
+    resume.set()
+    with pytest.raises(SaveLeaseLost):
+        await zombie
+    assert await hub.peek(RECIPIENT) is None and await hub.depth(RECIPIENT) == {}
+    await hub.reclaim()
+    assert len(await voids_of(world)) == 1  # still young
+    assert (await hub.save(zombie_batch)).saved == 2  # the caller saves them again
+    assert ids_of(await drain(hub)) == ids(zombie_batch)
+    clock.advance(VOID_HORIZON_S + 1)
+    await hub.reclaim()
+    assert await voids_of(world) == ()
+    assert ids_of(await drain(hub)) == []  # nothing of the paused save ever shows

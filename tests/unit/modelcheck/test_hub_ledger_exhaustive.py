@@ -54,7 +54,7 @@ class Phase:
 class World:
     next_seq: int
     claims: tuple[Claim, ...]
-    voids: tuple[tuple[int, int], ...]
+    voids: tuple[tuple[int, int, float], ...]
     index: tuple[tuple[str, IndexEntry], ...]
     written: frozenset[tuple[int, str]]
     writers: tuple[Phase, ...]
@@ -187,7 +187,7 @@ class Recipient:
             else:
                 yield label, self._observe(self._set(w.with_ledger(released), n, Phase("done")))
         elif phase.step == "abandon":
-            abandoned = abandon(w.ledger(), phase.token)
+            abandoned = abandon(w.ledger(), phase.token, now_s=0.0)
             after = w if abandoned is None else w.with_ledger(abandoned)
             yield label, self._observe(self._set(after, n, Phase("lookup", attempt=phase.attempt + 1)))
 
