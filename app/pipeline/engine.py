@@ -89,6 +89,7 @@ class PipelineRuntime(SourceAppends, WriterRuns, WriterControls):
         # Enough for writers a few batches behind the reader; one further behind reads the log.
         self.tail = LogTail(max(batch_size * TAIL_BATCHES, TAIL_MIN_ENTRIES))
         self._writer_moved = asyncio.Event()  # a writer's offset moved (the reader may wait for it)
+        self._next_seq = 1  # set from the reader states before the source reads
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:

@@ -20,7 +20,14 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from app.errors import InvalidInput, ServiceUnavailable
 from app.kafka.broker import BrokerPort, confluent_seek
 from app.kafka.consuming import partition_reader
-from app.pipeline.log_records import Placed, decode_record, invalid_entries, locate, record_numbers
+from app.pipeline.log_records import (
+    Placed,
+    decode_record,
+    invalid_entries,
+    locate,
+    record_numbers,
+    record_seq,
+)
 from app.pipeline.model import LogEntry
 
 __all__ = ["KafkaCursor", "LogReader", "log_end", "read_log_range"]
@@ -162,7 +169,7 @@ class LogReader:
             return
         first, count = numbers
         try:
-            entries = decode_record(msg.key(), first, count, msg.value())
+            entries = decode_record(msg.key(), first, count, msg.value(), record_seq(msg.headers()))
         except InvalidInput as exc:
             log.warning(
                 "%s[0] offset=%d: entries %d+%d unreadable: %s", self.topic, msg.offset(), first, count, exc

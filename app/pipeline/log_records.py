@@ -3,7 +3,8 @@
 The log's offsets (the seed's commit ids, which writers keep) are entry numbers, not Kafka offsets:
 a record holds `count` entries numbered `first` .. `first + count - 1`, and the numbers of a log
 only grow, without gaps except where an append failed. A record has headers `hs-first` and
-`hs-count`, the namespace as its key (Kafka's compaction keeps each namespace's latest record: at
+`hs-count` (and `hs-seq`, the append order of its first entry, NewEntry.seq; the entries after
+it follow on), the namespace as its key (Kafka's compaction keeps each namespace's latest record: at
 least one message per namespace, the seed's rule) and a JSON array of entries as its value, each
 `[ts, mode, op, data, pos, doc_key]`, plus the row as it was for an update or delete.
 
@@ -32,10 +33,12 @@ __all__ = [
     "invalid_entries",
     "locate",
     "record_numbers",
+    "record_seq",
 ]
 
 FIRST_HEADER = "hs-first"
 COUNT_HEADER = "hs-count"
+SEQ_HEADER = "hs-seq"
 INVALID_NAMESPACE = "__invalid__"
 
 _OPS = {op.value: op for op in Op}
@@ -50,10 +53,14 @@ class LogRecord:
     value: bytes
     first: int
     count: int
+    seq: int = 0  # the append order of its first entry; 0: none (an entry of an older version)
 
     @property
     def headers(self) -> list[tuple[str, bytes]]:
-        return [(FIRST_HEADER, b"%d" % self.first), (COUNT_HEADER, b"%d" % self.count)]
+        headers = [(FIRST_HEADER, b"%d" % self.first), (COUNT_HEADER, b"%d" % self.count)]
+        if self.seq:
+            headers.append((SEQ_HEADER, b"%d" % self.seq))
+        return headers
 
 
 def _encode(items: list[list[Any]]) -> bytes:
@@ -95,7 +102,8 @@ def _encode_run(
         _encode_run(entries, start, middle, number, max_bytes, out)
         _encode_run(entries, middle, end, number + middle - start, max_bytes, out)
         return
-    out.append(LogRecord(entries[start].message.namespace.encode("utf-8"), value, number, end - start))
+    head = entries[start]
+    out.append(LogRecord(head.message.namespace.encode("utf-8"), value, number, end - start, head.seq))
 
 
 def record_numbers(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[int, int] | None:
@@ -115,8 +123,22 @@ def record_numbers(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[
     return numbers if numbers[0] >= 0 and numbers[1] > 0 else None
 
 
-def decode_record(key: bytes | None, first: int, count: int, value: bytes | None) -> list[LogEntry]:
-    """The record's entries; raises InvalidInput when its value is not `count` entries."""
+def record_seq(headers: Sequence[tuple[str, bytes | None]] | None) -> int:
+    """The append order of a log record's first entry; 0 when it has none (or not a number)."""
+    for name, value in headers or ():
+        if name == SEQ_HEADER and value is not None:
+            try:
+                return max(int(value), 0)
+            except ValueError:
+                return 0
+    return 0
+
+
+def decode_record(
+    key: bytes | None, first: int, count: int, value: bytes | None, seq: int = 0
+) -> list[LogEntry]:
+    """The record's entries (with their append order from `seq` on, when it is given); raises
+    InvalidInput when its value is not `count` entries."""
     try:
         namespace = (key or b"").decode("utf-8")
         items = orjson.loads(value or b"")
@@ -132,9 +154,17 @@ def decode_record(key: bytes | None, first: int, count: int, value: bytes | None
                 data if type(data) is dict else {"value": data},
                 item[6] if len(item) > 6 else None,
             )
+            order = seq + number - first if seq else 0
             entries.append(
                 LogEntry(
-                    number, message.timestamp_ms, _MODES[mode], namespace, message, position or {}, doc_key
+                    number,
+                    message.timestamp_ms,
+                    _MODES[mode],
+                    namespace,
+                    message,
+                    position or {},
+                    doc_key,
+                    order,
                 )
             )
         return entries

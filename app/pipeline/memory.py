@@ -70,7 +70,9 @@ class MemoryCommitLog:
             msg = new.message
             offset = len(self.entries)
             self.entries.append(
-                LogEntry(offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, new.doc_key)
+                LogEntry(
+                    offset, msg.timestamp_ms, new.mode, msg.namespace, msg, new.position, new.doc_key, new.seq
+                )
             )
             offsets.append(offset)
         self._grew.set()

@@ -62,6 +62,10 @@ class NewEntry:
     mode: Mode
     position: Mapping[str, Any] = field(default_factory=dict)
     doc_key: str = ""
+    # The entry's place in the pipeline's append order (1, 2, ...), set by the runtime as it appends:
+    # after a restart, only entries continuing that order move a reader state on (a refused append
+    # leaves a hole that later confirmed ones must not skip). 0: an entry of an older version.
+    seq: int = 0
 
 
 @dataclass(slots=True)
@@ -73,6 +77,7 @@ class LogEntry:
     value: Message
     position: Mapping[str, Any] = field(default_factory=dict)
     doc_key: str = ""  # the document's key, where the reader knows one
+    seq: int = 0  # NewEntry.seq
 
     @property
     def is_command(self) -> bool:
@@ -98,6 +103,8 @@ def encode_entry(entry: NewEntry) -> bytes:
         "data": msg.data,
         "pos": entry.position,
     }
+    if entry.seq:
+        record["seq"] = entry.seq
     if msg.before is not None:
         record["before"] = msg.before
     try:
@@ -120,9 +127,10 @@ def decode_entry(offset: int, value: bytes | None) -> LogEntry:
         )
         mode = _MODES[raw["mode"]]
         position = raw.get("pos") or {}
+        seq = int(raw.get("seq") or 0)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise InvalidInput(f"commit log offset={offset}: not a log entry ({exc})") from exc
-    return LogEntry(offset, message.timestamp_ms, mode, message.namespace, message, position)
+    return LogEntry(offset, message.timestamp_ms, mode, message.namespace, message, position, seq=seq)
 
 
 def entry_text(entry: LogEntry, max_chars: int = 4000) -> str:

@@ -118,24 +118,28 @@ class ReaderState:
     mode: Mode = Mode.COPY
     position: Mapping[str, Any] = field(default_factory=dict)
     log_offset: int = NOTHING
+    seq: int = 0  # the append order (NewEntry.seq) of the entry that moved it last
 
     def advanced(self, entry: LogEntry) -> ReaderState:
         if entry.offset <= self.log_offset:
             return self
-        return ReaderState(entry.mode, {**self.position, **entry.position}, entry.offset)
+        position = {**self.position, **entry.position}
+        return ReaderState(entry.mode, position, entry.offset, entry.seq or self.seq)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.mode.name.lower(),
             "position": dict(self.position),
             "log_offset": self.log_offset,
+            "seq": self.seq,
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any] | None) -> ReaderState:
         if not raw:
             return cls()
-        return cls(Mode[str(raw["mode"]).upper()], dict(raw.get("position") or {}), int(raw["log_offset"]))
+        mode = Mode[str(raw["mode"]).upper()]
+        return cls(mode, dict(raw.get("position") or {}), int(raw["log_offset"]), int(raw.get("seq") or 0))
 
 
 def log_resume_offset(writers: Mapping[str, WriterState]) -> int:

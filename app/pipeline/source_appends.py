@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any
 
 from app.pipeline.errors import EntryTooLarge
@@ -40,13 +41,19 @@ class SourceAppends:
     flags: _Flags
     tail: LogTail
     _writer_moved: asyncio.Event
+    _next_seq: int  # the append order the next entry gets
 
     async def _catch_up_reader_states(self) -> None:
-        """Entries appended after the last flushed reader state still move the reader on."""
+        """Entries appended after the last flushed reader state still move the reader on, but only
+        those continuing the append order: a batch the log refused while later ones in flight were
+        confirmed leaves a hole, and the entries after it wait for the reader to read the hole's
+        entries again (they come again, with the entries after them: at least once, nothing
+        skipped). Entries of an older version (no order) move it as they always did."""
         if self.source is None:
             return
         start = min((r.log_offset for r in self.readers.values()), default=-1) + 1
         end = await self.log.end_offset()
+        self._next_seq = self._last_seq() + 1
         if start >= end:
             return
         cursor = self.log.cursor(start)
@@ -57,10 +64,16 @@ class SourceAppends:
                 if not batch:
                     break
                 for entry in batch:
-                    self._advance_reader(entry)
+                    if entry.seq == 0 or entry.seq == self._next_seq:
+                        self._advance_reader(entry)
+                        self._next_seq = max(self._next_seq, entry.seq + 1)
                 position = batch[-1].offset + 1
         finally:
             await cursor.close()
+
+    def _last_seq(self) -> int:
+        """The append order of the last entry that moved a reader state (every one before it did)."""
+        return max((r.seq for r in self.readers.values()), default=0)
 
     def _advance_reader(self, entry: LogEntry) -> None:
         self.readers[entry.key] = self.readers.get(entry.key, ReaderState()).advanced(entry)
@@ -70,6 +83,7 @@ class SourceAppends:
         assert self.source is not None
         while not self.flags.stopping:
             appends: deque[asyncio.Task[None]] = deque()  # oldest first, each awaiting the one before
+            self._next_seq = self._last_seq() + 1  # the reader reads on from its states
             try:
                 await self.log.prepare_append()  # a log not reachable yet is tried again, as a read is
                 async for batch in self.source.read(dict(self.readers)):
@@ -140,8 +154,9 @@ class SourceAppends:
         logged, counted in the status (`source_refused`) and left out, and the rest appended; before,
         the append failed whole and the reader retried it for ever. None when nothing is left."""
         while batch:
+            batch = [replace(entry, seq=self._next_seq + i) for i, entry in enumerate(batch)]
             try:
-                return batch, await self.log.start_append(batch)
+                confirmed = await self.log.start_append(batch)
             except EntryTooLarge as exc:
                 entry = batch[exc.index]
                 self.flags.source_refused += 1
@@ -155,6 +170,9 @@ class SourceAppends:
                     exc,
                 )
                 batch = batch[: exc.index] + batch[exc.index + 1 :]
+                continue
+            self._next_seq += len(batch)
+            return batch, confirmed
         return batch, None
 
     async def _confirmed_append(
@@ -167,7 +185,16 @@ class SourceAppends:
         if previous is not None:
             await previous
         entries = [
-            LogEntry(o, n.message.timestamp_ms, n.mode, n.message.namespace, n.message, n.position, n.doc_key)
+            LogEntry(
+                o,
+                n.message.timestamp_ms,
+                n.mode,
+                n.message.namespace,
+                n.message,
+                n.position,
+                n.doc_key,
+                n.seq,
+            )
             for n, o in zip(batch, offsets, strict=True)
         ]
         self.tail.add(entries)
@@ -184,6 +211,12 @@ class SourceAppends:
         for namespace, last in lasts.items():
             self._advance_reader(
                 LogEntry(
-                    last.offset, last.timestamp_ms, last.mode, namespace, last.value, positions[namespace]
+                    last.offset,
+                    last.timestamp_ms,
+                    last.mode,
+                    namespace,
+                    last.value,
+                    positions[namespace],
+                    seq=last.seq,
                 )
             )

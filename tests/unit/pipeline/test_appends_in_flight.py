@@ -52,7 +52,12 @@ class RecordingTail(LogTail):
         super().add(entries)
 
 
-def pipeline(log: object, source: SeqSource, sink: RecordingSink | None = None) -> PipelineRuntime:
+def pipeline(
+    log: object,
+    source: SeqSource,
+    sink: RecordingSink | None = None,
+    readers: Mapping[str, ReaderState] | None = None,
+) -> PipelineRuntime:
     runtime = PipelineRuntime(
         name="inflight",
         log_=log,  # type: ignore[arg-type]
@@ -60,7 +65,7 @@ def pipeline(log: object, source: SeqSource, sink: RecordingSink | None = None) 
         source=source,
         writers={"db": (Branch("db"), sink)} if sink is not None else {},
         writer_states={},
-        reader_states={},
+        reader_states=dict(readers or {}),
         batch_size=10,
         batch_wait_s=0.02,
         flush_interval_s=0.05,
@@ -123,7 +128,7 @@ async def test_a_failed_append_stops_every_later_one_and_the_reader_resumes_afte
         assert reader_at(runtime) is None and added(runtime) == []  # batch 0 is not confirmed yet
         log.confirm()  # batch 0, then batches 2 and 3: they reach the log after the refused one
         await wait_for(lambda: len(source.resumes) == 2)
-        assert source.resumes[1] == ReaderState(Mode.SYNC, {"seq": 1}, 1)  # after batch 0 only
+        assert source.resumes[1] == ReaderState(Mode.SYNC, {"seq": 1}, 1, seq=2)  # after batch 0 only
         assert added(runtime) == [[0, 1]]  # batches 2 and 3 never reached the tail
         assert log_seqs(log) == [0, 1, 4, 5, 6, 7]
         await wait_for(lambda: len(log.pending) == 3)  # the reader reads 2..7 again
@@ -136,6 +141,39 @@ async def test_a_failed_append_stops_every_later_one_and_the_reader_resumes_afte
     assert log_seqs(log) == [0, 1, 4, 5, 6, 7, 2, 3, 4, 5, 6, 7]  # duplicates, no gap
     assert added(runtime) == [[0, 1], [6, 7], [8, 9], [10, 11]]
     assert sink.received == log_seqs(log)  # the writer read 4..7 from the log, then the tail
+
+
+async def test_a_restart_after_a_refused_append_does_not_move_the_reader_past_the_hole() -> None:
+    """Batch 1 is refused while batches 2 and 3 are confirmed after it; the pipeline stops before its
+    reader read batch 1 again and starts afresh from its flushed reader state. Catching up from the
+    log must stop at the hole: before, it moved the reader past batches 2 and 3, and batch 1's
+    entries never reached the log or any writer."""
+    log, source = MemoryCommitLog(), SeqSource(8, 2)
+    log.hold()
+    runtime = pipeline(log, source)
+    await runtime.start()
+    try:
+        await wait_for(lambda: len(log.pending) == 4)
+        log.refuse(OSError("refused"), index=1)
+        log.confirm()  # batch 0, then batches 2 and 3, after the hole
+        await wait_for(lambda: len(source.resumes) == 2)  # the reader reads 2..7 again, held
+    finally:
+        await runtime.stop(5)
+    assert log_seqs(log) == [0, 1, 4, 5, 6, 7]
+    flushed = dict(runtime.readers)
+    assert flushed["ns"].position == {"seq": 1}
+
+    log.holding = False
+    log.pending.clear()  # the stopped process's appends in flight are gone with it
+    again_source, sink = SeqSource(8, 2), RecordingSink()
+    again = pipeline(log, again_source, sink, readers=flushed)
+    await again.start()
+    try:
+        await wait_for(lambda: again.flags.source_done and set(sink.received) == set(range(8)))
+    finally:
+        await again.stop(5)
+    assert again_source.resumes[0] == flushed["ns"]  # resumed before the hole, not past it
+    assert set(log_seqs(log)) == set(range(8))
 
 
 class RefusingOnce(MemoryCommitLog):
@@ -164,7 +202,7 @@ async def test_appends_started_before_a_refused_one_still_move_the_reader() -> N
         await wait_for(lambda: runtime.flags.source_done)
     finally:
         await runtime.stop(5)
-    assert source.resumes == [None, ReaderState(Mode.SYNC, {"seq": 3}, 3)]
+    assert source.resumes == [None, ReaderState(Mode.SYNC, {"seq": 3}, 3, seq=4)]
     assert log_seqs(log) == list(range(8)) and reader_at(runtime) == (7, 7)
 
 

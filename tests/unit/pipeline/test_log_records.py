@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from app.pipeline.log_records import (
     invalid_entries,
     locate,
     record_numbers,
+    record_seq,
 )
 from app.pipeline.model import LogEntry, Message, Mode, NewEntry, Op
 
@@ -50,7 +52,9 @@ def read_back(records: Any) -> list[LogEntry]:
     for record in records:
         numbers = record_numbers(record.headers)
         assert numbers == (record.first, record.count)
-        out.extend(decode_record(record.key, record.first, record.count, record.value))
+        out.extend(
+            decode_record(record.key, record.first, record.count, record.value, record_seq(record.headers))
+        )
     return out
 
 
@@ -166,3 +170,13 @@ def test_locate_finds_the_last_record_at_or_before_the_number_in_every_log(lengt
             expected = max((r.kafka_offset for r in records if r.first <= number), default=low)
             assert locate(number, low, high, probe) == expected, (layout, number)
             assert probes <= math.floor(math.log2(length)) + 1 if length else probes == 0
+
+
+@given(st.lists(new_entries, min_size=1, max_size=30), st.integers(1, 10**9), st.sampled_from([10**6, 300]))
+def test_entries_keep_their_append_order_across_records(
+    entries: list[NewEntry], seq: int, max_bytes: int
+) -> None:
+    ordered = [replace(e, seq=seq + i) for i, e in enumerate(entries)]
+    back = read_back(encode_records(ordered, 0, max_bytes))
+    assert [e.seq for e in back] == [seq + i for i in range(len(entries))]
+    assert [e.seq for e in read_back(encode_records(entries, 0, max_bytes))] == [0] * len(entries)
