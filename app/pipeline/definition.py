@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from app.pipeline.builtin_transforms import omit, pick, rename, skip
 from app.pipeline.chain import Branch, NamespaceFilter, Step, Transform, TransformStep
 from app.pipeline.definition_errors import problems
 from app.pipeline.definition_models import (
@@ -41,7 +42,12 @@ from app.pipeline.definition_models import (
     READER_MODELS,
     WRITER_MODELS,
     NamespaceStepModel,
+    OmitStepModel,
+    PickStepModel,
     PipelineModel,
+    RenameStepModel,
+    SkipStepModel,
+    StepModel,
 )
 from app.pipeline.errors import InvalidDefinition, UnknownWriter
 from app.pipeline.tolerance import ErrorsTolerance
@@ -131,14 +137,27 @@ def _steps(writer: Any) -> tuple[Step, ...]:
     steps: list[Step] = []
     if writer.steps is not None:
         for step in writer.steps:
-            if isinstance(step, NamespaceStepModel):
-                steps.append(NamespaceFilter(step.namespace))
-            else:
-                steps.append(step.transform)
+            steps.append(_step(step))
     else:
         steps.append(NamespaceFilter(".*" if writer.namespace is None else writer.namespace))
         steps.extend(writer.transforms or ())
     return tuple(steps) or (NamespaceFilter(),)
+
+
+def _step(model: StepModel) -> Step:
+    """A chain step from its definition (a transform was loaded in validation)."""
+    if isinstance(model, NamespaceStepModel):
+        return NamespaceFilter(model.namespace)
+    if isinstance(model, PickStepModel):
+        return pick(model.pick)
+    if isinstance(model, OmitStepModel):
+        return omit(model.omit)
+    if isinstance(model, RenameStepModel):
+        return rename(model.rename)
+    if isinstance(model, SkipStepModel):
+        return skip(model.skip.field, model.skip.operator, model.skip.match)
+    transform: Step = model.transform
+    return transform
 
 
 def _options(model: BaseModel, reserved: frozenset[str]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.pipeline.builtin_transforms import SkipOperator
 from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = [
@@ -38,7 +39,12 @@ __all__ = [
     "STEP_MODELS",
     "WRITER_MODELS",
     "NamespaceStepModel",
+    "OmitStepModel",
+    "PickStepModel",
     "PipelineModel",
+    "RenameStepModel",
+    "SkipStepModel",
+    "StepModel",
     "TransformStepModel",
     "definition_schema",
 ]
@@ -192,6 +198,44 @@ class TransformStepModel(_Model):
     transform: TransformRef
 
 
+FieldName = Annotated[str, Field(min_length=1)]
+Fields = Annotated[list[FieldName], Field(min_length=1)]
+
+
+class PickStepModel(_Model):
+    """Keeps only these fields of each message's data."""
+
+    TAG: ClassVar[str] = "pick"
+    pick: Annotated[Fields, BeforeValidator(_one_or_list, json_schema_input_type=str | list[str])]
+
+
+class OmitStepModel(_Model):
+    """Drops these fields of each message's data."""
+
+    TAG: ClassVar[str] = "omit"
+    omit: Annotated[Fields, BeforeValidator(_one_or_list, json_schema_input_type=str | list[str])]
+
+
+class RenameStepModel(_Model):
+    """Renames fields of each message's data: {old: new}."""
+
+    TAG: ClassVar[str] = "rename"
+    rename: Annotated[dict[FieldName, FieldName], Field(min_length=1)]
+
+
+class SkipRule(_Model):
+    field: FieldName
+    operator: SkipOperator
+    match: Any
+
+
+class SkipStepModel(_Model):
+    """Passes a message only when `data[field] operator match` holds (Transporter's skip)."""
+
+    TAG: ClassVar[str] = "skip"
+    skip: SkipRule
+
+
 def _step_tag(value: Any) -> str | None:
     if isinstance(value, Mapping):
         tags = [tag for tag in STEP_MODELS if tag in value]
@@ -200,11 +244,19 @@ def _step_tag(value: Any) -> str | None:
 
 
 Step = Annotated[
-    Annotated[NamespaceStepModel, Tag("namespace")] | Annotated[TransformStepModel, Tag("transform")],
+    Annotated[NamespaceStepModel, Tag("namespace")]
+    | Annotated[TransformStepModel, Tag("transform")]
+    | Annotated[PickStepModel, Tag("pick")]
+    | Annotated[OmitStepModel, Tag("omit")]
+    | Annotated[RenameStepModel, Tag("rename")]
+    | Annotated[SkipStepModel, Tag("skip")],
     Discriminator(
         _step_tag,
         custom_error_type="step",
-        custom_error_message="expected {namespace: REGEX} or {transform: 'module:function'}",
+        custom_error_message=(
+            "expected {namespace: REGEX}, {transform: 'module:function'}, {pick: [FIELD]},"
+            " {omit: [FIELD]}, {rename: {OLD: NEW}} or {skip: {field, operator, match}}"
+        ),
     ),
 ]
 
@@ -279,9 +331,16 @@ WRITER_MODELS: dict[str, type[_Writer]] = {
     "kafka": KafkaWriter,
     "mysql": MysqlWriter,
 }
-STEP_MODELS: dict[str, type[NamespaceStepModel | TransformStepModel]] = {
+StepModel = (
+    NamespaceStepModel | TransformStepModel | PickStepModel | OmitStepModel | RenameStepModel | SkipStepModel
+)
+STEP_MODELS: dict[str, type[StepModel]] = {
     "namespace": NamespaceStepModel,
     "transform": TransformStepModel,
+    "pick": PickStepModel,
+    "omit": OmitStepModel,
+    "rename": RenameStepModel,
+    "skip": SkipStepModel,
 }
 CHAIN_KEYS = frozenset({"name", "steps", "namespace", "transforms", "errors_tolerance"})
 
