@@ -288,6 +288,12 @@ class BinlogSource(Threaded):
             self._matches[namespace] = self.tables.search(namespace) is not None
         return self._matches[namespace]
 
+    def _stream_reached(self, end: BinlogPosition) -> bool:
+        """Whether the stream read every event up to `end` (its file, then its offset in it)."""
+        assert self._stream is not None
+        at = (str(self._stream.log_file), int(self._stream.log_pos or 0))
+        return at >= (end.file, end.group_start)
+
     def _fetch(self, seen: dict[str, BinlogPosition]) -> list[NewEntry]:
         """Entries of up to batch_size rows, or what arrived within wait_s (heartbeats bound the wait)."""
         entries: list[NewEntry] = []
@@ -311,11 +317,15 @@ class BinlogSource(Threaded):
             async for batch in self._copy(plan.to_copy, resume, start):
                 yield batch
         seen = dict(plan.seen)
+        # With --exit-when-idle: done once the stream reaches where the binlog stood now.
+        end = await self._run(self._server_position) if self.until_caught_up else None
         await self._run(self._open_stream, start)
         while True:
             batch = await self._run(self._fetch, seen)
             if batch:
                 yield batch
+            if end is not None and self._stream_reached(end):
+                return
 
     async def close(self) -> None:
         if self._stream is not None:

@@ -57,7 +57,10 @@ def feed_entries(
 
 
 class CosmosFeedSource:
-    """Every change of one container, from the beginning (default) or from now, without end."""
+    """Every change of one container, from the beginning (default) or from now, without end (with
+    `until_caught_up`, until a round over the feed finds nothing new)."""
+
+    until_caught_up = False
 
     def __init__(self, settings: Settings, options: Mapping[str, Any], batch_size: int) -> None:
         self.settings = settings
@@ -116,6 +119,8 @@ class CosmosFeedSource:
                     pinned = Message(Op.COMMAND, now_ms(), self.namespace, {"feed": "started"})
                     yield [NewEntry(pinned, Mode.SYNC, {where: tokens[where]})]
             if idle:
+                if self.until_caught_up:  # a round over every range found nothing new
+                    return
                 await asyncio.sleep(self.poll_s)
 
     @staticmethod

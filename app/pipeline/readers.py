@@ -104,7 +104,7 @@ class JsonlSource(Threaded):
             if mode is Mode.COPY:
                 yield [_command(self.namespace, Mode.COMPLETE, {"copy": "done"}, {"line": line})]
                 mode = Mode.SYNC
-            if not self.follow:
+            if not self.follow or self.until_caught_up:
                 return
             await asyncio.sleep(self.poll_s)
 
@@ -239,6 +239,8 @@ class MysqlSource(Threaded):
                     idle = False
                     yield batch
             if idle:
+                if self.until_caught_up:  # a round found nothing new: caught up
+                    return
                 await asyncio.sleep(self.poll_s)
 
     async def close(self) -> None:
@@ -254,6 +256,14 @@ def _doc_key(key: list[Any]) -> str:
 def build_source(
     kind: str, settings: Settings, options: Mapping[str, Any], batch_size: int, wait_s: float
 ) -> Any:
+    source = _source(kind, settings, options, batch_size, wait_s)
+    if isinstance(source, Threaded | CosmosFeedSource):
+        # --exit-when-idle: a streaming reader ends once it caught up with what there was at start.
+        source.until_caught_up = settings.pipeline_exit_when_idle
+    return source
+
+
+def _source(kind: str, settings: Settings, options: Mapping[str, Any], batch_size: int, wait_s: float) -> Any:
     if kind == "jsonl":
         return JsonlSource(options, batch_size)
     if kind == "mysql":

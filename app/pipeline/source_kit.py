@@ -53,6 +53,9 @@ def _json_tree(value: Any) -> Any:
 
 
 class Threaded:
+    # A streaming reader ends once caught up with what there was at its start (--exit-when-idle).
+    until_caught_up = False
+
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pipeline-source")
 
