@@ -128,7 +128,7 @@ async def test_impossible_row_leftovers_never_vanish_when_more_events_arrive(
     await assert_catalog_exact(hub, actor)
 
 
-async def test_a_full_drained_drawer_is_removed(hub: MessageHub, unique: str) -> None:
+async def test_a_full_drained_drawer_is_removed_by_the_reclaim_sweep(hub: MessageHub, unique: str) -> None:
     actor = f"drain-{unique}"
     saved = events(actor, DRAWER_CAPACITY + 2)
     await hub.save(saved)
@@ -136,6 +136,10 @@ async def test_a_full_drained_drawer_is_removed(hub: MessageHub, unique: str) ->
     bundle = await hub.peek(actor)
     assert bundle is not None and ids(bundle.events) == ids(saved)
     await hub.dequeue(actor, bundle.bundle_id)
+    # The dequeue writes the full drawer as drained (the mark the sweep finds it by); the sweep
+    # deletes it with its events.
+    assert [d.unacked_from for d in await drawers(hub, actor)] == [None, None]
+    assert (await hub.reclaim()).drawers == 1
     remaining = await drawers(hub, actor)
     assert len(remaining) == 1 and remaining[0].used == 2 and remaining[0].unacked_from is None
     assert await hub.peek(actor) is None
