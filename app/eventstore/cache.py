@@ -1,8 +1,9 @@
 """An in-process cache of loaded streams: state, version and etag (plus the tip it came from).
 
-Bounded by ``max_entries`` (least recently used goes first) and ``ttl_s`` (an entry older than
-that is dropped on access). Share one Cache between the categories of a process; keys include
-the category name so states of different categories never mix.
+Bounded by ``max_entries`` (least recently used goes first) and ``ttl_s``: with ``sliding`` (the
+default, Equinox's SlidingWindow) an entry not used for that long is dropped on access; without,
+an entry stored that long ago is (FixedTimeSpan). Share one Cache between the categories of a
+process; keys include the category name so states of different categories never mix.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ class Cache:
     """LRU + TTL cache of CacheEntry keyed by (category, stream)."""
 
     def __init__(
-        self, max_entries: int = 10_000, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic
+        self,
+        max_entries: int = 10_000,
+        ttl_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        sliding: bool = True,
     ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
@@ -42,7 +48,9 @@ class Cache:
         self.max_entries = max_entries
         self.ttl_s = ttl_s
         self._clock = clock
+        self.sliding = sliding
         self._entries: OrderedDict[tuple[str, str], CacheEntry] = OrderedDict()
+        self._used_at: dict[tuple[str, str], float] = {}  # last get or put, for the sliding window
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -55,10 +63,14 @@ class Cache:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if self._clock() - entry.stored_at_s > self.ttl_s:
+        now = self._clock()
+        since = self._used_at.get(key, entry.stored_at_s) if self.sliding else entry.stored_at_s
+        if now - since > self.ttl_s:
             del self._entries[key]
+            self._used_at.pop(key, None)
             return None
         self._entries.move_to_end(key)
+        self._used_at[key] = now
         return entry
 
     def put(self, category: str, stream: str, entry: CacheEntry) -> None:
@@ -69,8 +81,10 @@ class Cache:
             return
         self._entries[key] = entry
         self._entries.move_to_end(key)
+        self._used_at[key] = self._clock()
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            oldest, _ = self._entries.popitem(last=False)
+            self._used_at.pop(oldest, None)
 
     def put_loaded(
         self, category: str, stream: str, entry: CacheEntry, started_from: CacheEntry | None
@@ -86,3 +100,4 @@ class Cache:
 
     def invalidate(self, category: str, stream: str) -> None:
         self._entries.pop((category, stream), None)
+        self._used_at.pop((category, stream), None)

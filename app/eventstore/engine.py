@@ -8,6 +8,7 @@ version, folds it in, decides again, and gives up after ``max_sync_attempts`` wi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ class CategoryStore(Generic[C, S, E]):
         self._options = store.options
         self._cache = cache
         self._is_origin = origin_predicate(access, decider)
+        self._loading: dict[str, asyncio.Future[CacheEntry]] = {}  # loads in flight, by stream
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -161,10 +163,27 @@ class CategoryStore(Generic[C, S, E]):
     # -- loading ------------------------------------------------------------------------------
 
     async def _load_cached(self, stream: str, allow_stale_s: float) -> CacheEntry:
+        """A load; one that allows staleness (Equinox's AllowStale) shares a load of the stream
+        already in flight instead of reading again. A load without it always reads: a load begun
+        earlier may have read the tip before a write that ended before this call."""
         cached = self._cache.get(self.name, stream) if self._cache is not None else None
         if cached is not None and allow_stale_s > 0 and self._now() - cached.stored_at_s <= allow_stale_s:
             return cached
-        entry = await self._load(stream, cached)
+        running = self._loading.get(stream)
+        if running is not None and allow_stale_s > 0:
+            return await asyncio.shield(running)
+        loading: asyncio.Future[CacheEntry] = asyncio.get_running_loop().create_future()
+        self._loading[stream] = loading
+        try:
+            entry = await self._load(stream, cached)
+        except BaseException as exc:
+            loading.set_exception(exc)
+            loading.exception()  # retrieved: a failed load nobody shared logs nothing
+            raise
+        finally:
+            if self._loading.get(stream) is loading:
+                del self._loading[stream]
+        loading.set_result(entry)
         if self._cache is not None:
             self._cache.put_loaded(self.name, stream, entry, cached)
         return entry

@@ -32,13 +32,25 @@ def test_least_recently_used_entry_goes_first() -> None:
     assert cache.get("c", "b") is None and cache.get("c", "a") is not None and len(cache) == 2
 
 
-def test_entries_expire_after_ttl() -> None:
+def test_entries_expire_a_ttl_after_they_were_stored_with_a_fixed_window() -> None:
     clock = Clock()
-    cache = Cache(max_entries=5, ttl_s=10, clock=clock)
+    cache = Cache(max_entries=5, ttl_s=10, clock=clock, sliding=False)
     cache.put("c", "a", entry(1, at=0.0))
     clock.now_s = 9.9
     assert cache.get("c", "a") is not None
     clock.now_s = 10.1
+    assert cache.get("c", "a") is None and len(cache) == 0
+
+
+def test_entries_expire_a_ttl_after_their_last_use_with_a_sliding_window() -> None:
+    """Equinox's SlidingWindow (the default): a stream read often stays cached; an idle one goes."""
+    clock = Clock()
+    cache = Cache(max_entries=5, ttl_s=10, clock=clock)
+    cache.put("c", "a", entry(1, at=0.0))
+    for now in (9.0, 18.0, 27.0):  # each read within the window keeps it
+        clock.now_s = now
+        assert cache.get("c", "a") is not None
+    clock.now_s = 37.1  # idle for more than the window
     assert cache.get("c", "a") is None and len(cache) == 0
 
 
@@ -100,3 +112,34 @@ def test_a_slow_load_never_replaces_what_a_write_cached_meanwhile() -> None:
         assert await category.decide("s", lambda s: (s, []), assume_cached=True) == Count(2)
 
     asyncio.run(scenario())
+
+
+async def test_loads_that_allow_staleness_share_a_load_in_flight_and_others_read() -> None:
+    """Equinox's AllowStale: concurrent loads of one stream that accept a stale state merge into the
+    load already reading; a load that does not accept it reads for itself."""
+
+    class Gated(MemoryStreamStorage):
+        reads = 0
+        gate: asyncio.Event | None = None
+
+        async def read_tip(self, stream, known):  # type: ignore[no-untyped-def]
+            self.reads += 1
+            if self.gate is not None:
+                await self.gate.wait()
+            return await super().read_tip(stream, known)
+
+    storage = Gated()
+    decider: Decider[None, Count, Count] = Decider(
+        initial=Count(0), evolve=lambda s, e: e, unfold=lambda s: [s], is_origin=lambda e: True
+    )
+    category = EventStore(storage).category("C", decider, Codec(Count), access=RollingState(), cache=Cache())
+    await category.decide("s", lambda s: (None, [Count(7)]))
+    storage.reads, storage.gate = 0, asyncio.Event()
+    category._cache.invalidate("C", "s")  # type: ignore[union-attr]  # nothing cached: every load reads
+    stale = [asyncio.create_task(category.load("s", allow_stale_s=30)) for _ in range(5)]
+    strict = asyncio.create_task(category.load("s"))
+    await asyncio.sleep(0)
+    assert storage.reads == 2  # the first stale-allowing load, and the strict one
+    storage.gate.set()
+    loaded = await asyncio.gather(*stale, strict)
+    assert {x.state for x in loaded} == {Count(7)} and storage.reads == 2
