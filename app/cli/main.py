@@ -7,6 +7,7 @@ import click
 from app.cli.batch import batch
 from app.cli.common import HubstreamGroup
 from app.cli.consumer import consumer
+from app.cli.eventstore import es
 from app.cli.hub import hub
 from app.cli.pipeline import pipeline
 from app.cli.run import run
@@ -31,6 +32,7 @@ cli.add_command(run)
 # capability command groups (one line each):
 cli.add_command(batch)
 cli.add_command(consumer)
+cli.add_command(es)
 cli.add_command(hub)
 cli.add_command(pipeline)
 cli.add_command(subscription)

@@ -148,6 +148,32 @@ class CosmosStreamStorage:
             raise _unavailable(tip.stream, "replacing the tip", exc) from exc
         return str(body["_etag"])
 
+    async def delete_batch(self, stream: str, index: int) -> None:
+        crash_point("eventstore.batch.delete")
+        try:
+            await self.container.delete_item(
+                str(index), partition_key=stream, raw_response_hook=self.stats.hook
+            )
+        except exceptions.CosmosResourceNotFoundError:
+            return
+        except exceptions.CosmosHttpResponseError as exc:
+            raise _unavailable(stream, f"deleting batch {index}", exc) from exc
+
+    async def delete_tip(self, stream: str, expected_etag: str) -> None:
+        crash_point("eventstore.tip.delete")
+        try:
+            await self.container.delete_item(
+                TIP_ID,
+                partition_key=stream,
+                etag=expected_etag,
+                match_condition=MatchConditions.IfNotModified,
+                raw_response_hook=self.stats.hook,
+            )
+        except (exceptions.CosmosAccessConditionFailedError, exceptions.CosmosResourceNotFoundError) as exc:
+            raise WriteConflict(stream) from exc
+        except exceptions.CosmosHttpResponseError as exc:
+            raise _unavailable(stream, "deleting the tip", exc) from exc
+
     async def write_batch(self, batch: BatchDocument) -> None:
         body = batch.to_json()
         crash_point("eventstore.batch.create")

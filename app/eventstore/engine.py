@@ -27,6 +27,7 @@ from app.eventstore.cache import Cache, CacheEntry
 from app.eventstore.codec import Codec
 from app.eventstore.decider import Decider
 from app.eventstore.errors import EventStoreConfigError, SyncConflict, UnknownEventCase
+from app.eventstore.lifecycle import delete_stream, prune_stream
 from app.eventstore.model import (
     EncodedUnfold,
     TipDocument,
@@ -159,6 +160,19 @@ class CategoryStore(Generic[C, S, E]):
                 out.extend((batch.index + k, self.codec.decode(e)) for k, e in enumerate(batch.events))
         out.extend((tip.index + k, self.codec.decode(e)) for k, e in enumerate(tip.events))
         return out
+
+    async def prune(self, stream: str, before_index: int) -> int:
+        """Delete the stored events before `before_index`, never the tip's (lifecycle.py); how many."""
+        return await prune_stream(self._storage, check_stream_name(stream), before_index)
+
+    async def delete(self, stream: str) -> int:
+        """Delete the stream, batches first and its tip last (lifecycle.py); how many events went."""
+        stream = check_stream_name(stream)
+        try:
+            return await delete_stream(self._storage, stream)
+        finally:
+            if self._cache is not None:
+                self._cache.invalidate(self.name, stream)
 
     # -- loading ------------------------------------------------------------------------------
 

@@ -84,6 +84,17 @@ class MemoryStreamStorage:
         self.documents[key] = body
         return self._stamp(body)
 
+    async def delete_batch(self, stream: str, index: int) -> None:
+        await self._request()
+        self.documents.pop((stream, str(index)), None)
+
+    async def delete_tip(self, stream: str, expected_etag: str) -> None:
+        await self._request()
+        current = self.documents.get((stream, TIP_ID))
+        if current is None or current.get("_etag") != expected_etag:
+            raise WriteConflict(stream)
+        del self.documents[(stream, TIP_ID)]
+
     async def write_batch(self, batch: BatchDocument) -> None:
         await self._request()
         key = (batch.stream, str(batch.index))

@@ -50,6 +50,14 @@ class StreamStorage(Protocol):
         """Replace the tip if its etag is still ``expected_etag``; the new etag, or WriteConflict."""
         ...
 
+    async def delete_batch(self, stream: str, index: int) -> None:
+        """Delete the batch document starting at ``index``; one that is not there is no error."""
+        ...
+
+    async def delete_tip(self, stream: str, expected_etag: str) -> None:
+        """Delete the tip if its etag is still ``expected_etag``; WriteConflict if not (or gone)."""
+        ...
+
     async def write_batch(self, batch: BatchDocument) -> None:
         """Write a calved batch: create it, or grow an uncommitted one with the same id.
 

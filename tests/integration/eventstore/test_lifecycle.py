@@ -1,0 +1,87 @@
+"""A stream's lifecycle on the Cosmos endpoint, through `hubstream es`: dump, prune (the state
+still loads), delete (refused without --yes; a delete cut at its named crash point leaves a
+loadable stream and running it again finishes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from app.cosmos import CosmosStore
+from app.crashpoints import InjectedFault, armed
+from app.eventstore import Cache, Snapshot, StoreOptions, open_event_store
+from tests.unit.eventstore import favorites as fav
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+async def es(cosmos: CosmosStore, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COSMOS_DATABASE": cosmos.database.id}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "app.cli.main", "es", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def answer(cosmos: CosmosStore, *args: str) -> dict[str, Any]:
+    done = await es(cosmos, *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed: dict[str, Any] = orjson.loads(done.stdout)
+    return parsed
+
+
+async def test_dump_prune_and_delete_a_stream(cosmos: CosmosStore, unique: str) -> None:
+    container, stream = f"es-life-{unique}", f"Favorites-{unique}"
+    store = await open_event_store(cosmos, container, StoreOptions(max_events_in_tip=3))
+    category = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
+    for i in range(10):
+        await category.transact(stream, fav.Add(i, f"n{i}", NOW))
+    state = (await category.load(stream)).state
+
+    dump = await answer(cosmos, "dump", stream, "--container", container)
+    assert [e["i"] for e in dump["events"]] == list(range(10)) and dump["version"] == 10
+    assert [u["c"] for u in dump["unfolds"]] == ["Compacted"]
+
+    pruned = await answer(cosmos, "prune", stream, "--before", "7", "--container", container)
+    after = await answer(cosmos, "dump", stream, "--container", container)
+    assert pruned["pruned"] > 0 and [e["i"] for e in after["events"]] == list(range(pruned["pruned"], 10))
+    fresh = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot())
+    assert (await fresh.load(stream)).state == state  # the tip's unfold still holds it
+
+    refused = await es(cosmos, "delete", stream, "--container", container)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    with armed("eventstore.tip.delete", nth=1, action="raise"), pytest.raises(InjectedFault):
+        await fresh.delete(stream)  # every batch went; the tip is left
+    assert (await fresh.load(stream)).state == state
+    deleted = await answer(cosmos, "delete", stream, "--container", container, "--yes")
+    assert deleted["deleted"] >= 1  # the tip's events (every batch went before the cut)
+    gone = await es(cosmos, "dump", stream, "--container", container)
+    assert gone.returncode == 2 and "no stream" in gone.stderr
+    assert (await fresh.load(stream)).state == ()
+
+
+async def test_a_delete_cut_between_batches_is_finished_by_the_next(cosmos: CosmosStore, unique: str) -> None:
+    container, stream = f"es-cut-{unique}", f"Favorites-{unique}"
+    store = await open_event_store(cosmos, container, StoreOptions(max_events_in_tip=2))
+    category = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
+    for i in range(9):
+        await category.transact(stream, fav.Add(i, f"n{i}", NOW))
+    state = (await category.load(stream)).state
+    with armed("eventstore.batch.delete", nth=2, action="raise"), pytest.raises(InjectedFault):
+        await category.delete(stream)
+    assert (await category.load(stream)).state == state
+    assert await category.delete(stream) > 0
+    assert (await category.load(stream)).state == ()
