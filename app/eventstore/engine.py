@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -126,26 +126,34 @@ class CategoryStore(Generic[C, S, E]):
     async def query(self, stream: str, render: Callable[[S], T], *, allow_stale_s: float = 0.0) -> T:
         return render((await self.load(stream, allow_stale_s=allow_stale_s)).state)
 
-    async def transact(self, stream: str, command: C, *, assume_cached: bool = False) -> Loaded[S]:
+    async def transact(
+        self, stream: str, command: C, *, assume_cached: bool = False, meta: Mapping[str, Any] | None = None
+    ) -> Loaded[S]:
         """Run ``decider.decide(command, state)`` and append its events; the resulting state.
 
         With ``assume_cached`` a cached state is decided on without reading the tip first (the
         If-Match write still catches a stale state and retries): one request less per append
         for streams with one writer, but a decision with no events is not checked against the
-        store.
+        store. ``meta`` (a correlation id, who decided) is stored with each event appended (``m``).
         """
 
         def decision(state: S) -> tuple[None, Sequence[E]]:
             return None, self.decider.decide(command, state)
 
-        _, entry = await self._sync(check_stream_name(stream), decision, assume_cached)
+        _, entry = await self._sync(check_stream_name(stream), decision, assume_cached, meta)
         return Loaded(entry.state, entry.version, entry.etag)
 
     async def decide(
-        self, stream: str, decision: Callable[[S], tuple[R, Sequence[E]]], *, assume_cached: bool = False
+        self,
+        stream: str,
+        decision: Callable[[S], tuple[R, Sequence[E]]],
+        *,
+        assume_cached: bool = False,
+        meta: Mapping[str, Any] | None = None,
     ) -> R:
-        """Run ``decision(state) -> (result, events)``, append the events and return the result."""
-        result, _ = await self._sync(check_stream_name(stream), decision, assume_cached)
+        """Run ``decision(state) -> (result, events)``, append the events (each with ``meta``)
+        and return the result."""
+        result, _ = await self._sync(check_stream_name(stream), decision, assume_cached, meta)
         return result
 
     async def read_events(self, stream: str) -> list[tuple[int, E]]:
@@ -304,7 +312,11 @@ class CategoryStore(Generic[C, S, E]):
     # -- syncing ------------------------------------------------------------------------------
 
     async def _sync(
-        self, stream: str, decision: Callable[[S], tuple[R, Sequence[E]]], assume_cached: bool
+        self,
+        stream: str,
+        decision: Callable[[S], tuple[R, Sequence[E]]],
+        assume_cached: bool,
+        meta: Mapping[str, Any] | None = None,
     ) -> tuple[R, CacheEntry]:
         current = await self._load_cached(stream, float("inf") if assume_cached else 0.0)
         attempts = self._options.max_sync_attempts
@@ -313,7 +325,7 @@ class CategoryStore(Generic[C, S, E]):
             events = list(decided)
             if not events:
                 return result, current
-            encoded = [self.codec.encode(e) for e in events]
+            encoded = [self.codec.encode(e, meta) for e in events]
             state = self.decider.fold(current.state, events)
             rolling = isinstance(self.access, RollingState)
             version = current.version if rolling else current.version + len(events)

@@ -48,11 +48,12 @@ async def test_dump_prune_and_delete_a_stream(cosmos: CosmosStore, unique: str) 
     store = await open_event_store(cosmos, container, StoreOptions(max_events_in_tip=3))
     category = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), Cache())
     for i in range(10):
-        await category.transact(stream, fav.Add(i, f"n{i}", NOW))
+        await category.transact(stream, fav.Add(i, f"n{i}", NOW), meta={"correlationId": f"c{i}"})
     state = (await category.load(stream)).state
 
     dump = await answer(cosmos, "dump", stream, "--container", container)
     assert [e["i"] for e in dump["events"]] == list(range(10)) and dump["version"] == 10
+    assert [e["m"] for e in dump["events"]] == [{"correlationId": f"c{i}"} for i in range(10)]
     assert [u["c"] for u in dump["unfolds"]] == ["Compacted"]
 
     pruned = await answer(cosmos, "prune", stream, "--before", "7", "--container", container)

@@ -106,3 +106,14 @@ async def test_a_write_during_a_delete_wins_and_the_delete_says_so() -> None:
     with pytest.raises(SyncConflict):
         await category(storage).delete(STREAM)
     assert any(item.id == 99 for item in (await category(storage).load(STREAM)).state)
+
+
+async def test_metadata_given_to_a_decision_is_stored_with_each_of_its_events() -> None:
+    storage = MemoryStreamStorage()
+    favourites_ = category(storage)
+    await favourites_.transact(STREAM, fav.Add(1, "a", NOW), meta={"correlationId": "c-1", "by": "ops"})
+    await favourites_.decide(STREAM, lambda s: (None, [fav.Added(fav.Item(2, "b", NOW))]), meta={"by": "job"})
+    await favourites_.transact(STREAM, fav.Add(3, "c", NOW))
+    dump = await dump_stream(storage, STREAM)
+    assert dump is not None
+    assert [e.meta for _, e in dump.events] == [{"correlationId": "c-1", "by": "ops"}, {"by": "job"}, None]
