@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -120,9 +120,15 @@ def _from_json(tp: Any, value: Any, path: str) -> Any:
 
 
 class Codec(Generic[E]):
-    """Maps a closed set of event dataclasses to case names and JSON data, and back."""
+    """Maps a closed set of event dataclasses to case names and JSON data, and back.
 
-    def __init__(self, *event_types: type[Any]) -> None:
+    With ``skip_unknown`` (Equinox's tryDecode answering None), a load folds past events of a case
+    this codec does not know (written by a newer version, say), counting them in ``skipped``;
+    without it, such an event fails the load with UnknownEventCase."""
+
+    def __init__(self, *event_types: type[Any], skip_unknown: bool = False) -> None:
+        self.skip_unknown = skip_unknown
+        self.skipped = 0  # events of unknown cases folded past (skip_unknown)
         self._by_case: dict[str, type[Any]] = {}
         self._by_type: dict[type[Any], str] = {}
         for cls in event_types:
@@ -146,6 +152,14 @@ class Codec(Generic[E]):
         if case is None:
             raise UnknownEventCase(f"{type(event).__name__} is not an event type of this codec {self.cases}")
         return EncodedEvent(case=case, data=_to_json(event), meta=meta)
+
+    def decode_all(self, events: Iterable[EncodedEvent]) -> Iterator[E]:
+        """The events decoded, in order; with ``skip_unknown`` less those of unknown cases."""
+        for event in events:
+            if self.skip_unknown and event.case not in self._by_case:
+                self.skipped += 1
+                continue
+            yield self.decode(event)
 
     def decode(self, event: EncodedEvent) -> E:
         cls = self._by_case.get(event.case)

@@ -29,6 +29,7 @@ from app.eventstore.decider import Decider
 from app.eventstore.errors import EventStoreConfigError, SyncConflict, UnknownEventCase
 from app.eventstore.lifecycle import delete_stream, prune_stream
 from app.eventstore.model import (
+    EncodedEvent,
     EncodedUnfold,
     TipDocument,
     check_stream_name,
@@ -165,9 +166,17 @@ class CategoryStore(Generic[C, S, E]):
         out: list[tuple[int, E]] = []
         async for page in self._storage.iter_batches(stream, 0, tip.index, descending=False):
             for batch in page:
-                out.extend((batch.index + k, self.codec.decode(e)) for k, e in enumerate(batch.events))
-        out.extend((tip.index + k, self.codec.decode(e)) for k, e in enumerate(tip.events))
+                out.extend(self._indexed(batch.index, batch.events))
+        out.extend(self._indexed(tip.index, tip.events))
         return out
+
+    def _indexed(self, first: int, events: Sequence[EncodedEvent]) -> list[tuple[int, E]]:
+        """(index, event) of stored events; with the codec's skip_unknown, less unknown ones."""
+        return [
+            (first + k, self.codec.decode(e))
+            for k, e in enumerate(events)
+            if not (self.codec.skip_unknown and not self.codec.knows(e.case))
+        ]
 
     async def prune(self, stream: str, before_index: int) -> int:
         """Delete the stored events before `before_index`, never the tip's (lifecycle.py); how many."""
@@ -230,7 +239,7 @@ class CategoryStore(Generic[C, S, E]):
         if prior is not None and not isinstance(self.access, RollingState) and prior.tip is not None:
             if tip.index <= prior.version <= tip.next_index:
                 since = tip.events[prior.version - tip.index :]
-                state = self.decider.fold(prior.state, (self.codec.decode(e) for e in since))
+                state = self.decider.fold(prior.state, self.codec.decode_all(since))
                 return self._entry(state, tip.next_index, tip)
             if isinstance(self.access, Unoptimized) and prior.version < tip.index:
                 return await self._fold_forward(stream, prior.state, prior.version, tip)
@@ -239,6 +248,8 @@ class CategoryStore(Generic[C, S, E]):
     def _check_cases(self, tip: TipDocument) -> None:
         """Refuse a tip holding an event this codec cannot read, even when the cache spares its
         decoding: a write would otherwise carry it forward in a tip this writer cannot fold."""
+        if self.codec.skip_unknown:  # the codec folds past them (and a write carries them on as stored)
+            return
         for offset, event in enumerate(tip.events):
             if not self.codec.knows(event.case):
                 raise UnknownEventCase(
@@ -250,8 +261,8 @@ class CategoryStore(Generic[C, S, E]):
         async for page in self._storage.iter_batches(stream, from_index, tip.index, descending=False):
             for batch in page:
                 skip = max(0, from_index - batch.index)
-                state = self.decider.fold(state, (self.codec.decode(e) for e in batch.events[skip:]))
-        state = self.decider.fold(state, (self.codec.decode(e) for e in tip.events))
+                state = self.decider.fold(state, self.codec.decode_all(batch.events[skip:]))
+        state = self.decider.fold(state, self.codec.decode_all(tip.events))
         return self._entry(state, tip.next_index, tip)
 
     def _decode_unfolds(self, tip: TipDocument) -> tuple[int, list[E]] | None:
@@ -273,9 +284,9 @@ class CategoryStore(Generic[C, S, E]):
             group = self._decode_unfolds(tip)
             unfolded = group[1] if group else []
             return self._entry(self.decider.fold(initial, unfolded), tip.next_index, tip)
-        tip_events = [self.codec.decode(e) for e in tip.events]
         if isinstance(self.access, Unoptimized):
             return await self._fold_forward(stream, initial, 0, tip)
+        tip_events = list(self.codec.decode_all(tip.events))
         for k in range(len(tip_events) - 1, -1, -1):
             if self._is_origin(tip_events[k]):
                 return self._entry(self.decider.fold(initial, tip_events[k:]), tip.next_index, tip)
@@ -295,8 +306,7 @@ class CategoryStore(Generic[C, S, E]):
         found = False
         async for page in self._storage.iter_batches(stream, 0, tip.index, descending=True):
             for batch in page:
-                for encoded in reversed(batch.events):
-                    event = self.codec.decode(encoded)
+                for event in self.codec.decode_all(reversed(batch.events)):
                     newer_first.append(event)
                     if self._is_origin(event):
                         found = True
