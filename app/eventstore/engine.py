@@ -265,24 +265,23 @@ class CategoryStore(Generic[C, S, E]):
         state = self.decider.fold(state, self.codec.decode_all(tip.events))
         return self._entry(state, tip.next_index, tip)
 
-    def _decode_unfolds(self, tip: TipDocument) -> tuple[int, list[E]] | None:
-        """The newest unfold group, decoded; None when there is none this codec can read."""
-        if not tip.unfolds:
-            return None
-        index = max(u.index for u in tip.unfolds)
-        try:
-            events = [self.codec.decode(u.event) for u in tip.unfolds if u.index == index]
-        except UnknownEventCase:
-            # A snapshot written by another schema version is only an optimisation: skip it.
-            log.warning("stream %s: ignoring unfolds this codec cannot decode", tip.stream)
-            return None
-        return index, events
+    def _unfold_groups(self, tip: TipDocument) -> list[tuple[int, list[E]]]:
+        """The tip's unfold groups (the version each was taken at, its events), newest first; a
+        group this codec cannot decode (another schema version's) is left out: unfolds are only
+        an optimisation."""
+        groups: list[tuple[int, list[E]]] = []
+        for index in sorted({u.index for u in tip.unfolds}, reverse=True):
+            try:
+                groups.append((index, [self.codec.decode(u.event) for u in tip.unfolds if u.index == index]))
+            except UnknownEventCase:
+                log.warning("stream %s: ignoring unfolds at %d this codec cannot decode", tip.stream, index)
+        return groups
 
     async def _reconstruct(self, stream: str, tip: TipDocument) -> CacheEntry:
         initial = self.decider.initial
-        if isinstance(self.access, RollingState):
-            group = self._decode_unfolds(tip)
-            unfolded = group[1] if group else []
+        if isinstance(self.access, RollingState):  # the newest unfolds are the whole state
+            latest = max((u.index for u in tip.unfolds), default=-1)
+            unfolded = next((events for index, events in self._unfold_groups(tip) if index == latest), [])
             return self._entry(self.decider.fold(initial, unfolded), tip.next_index, tip)
         if isinstance(self.access, Unoptimized):
             return await self._fold_forward(stream, initial, 0, tip)
@@ -290,13 +289,16 @@ class CategoryStore(Generic[C, S, E]):
         for k in range(len(tip_events) - 1, -1, -1):
             if self._is_origin(tip_events[k]):
                 return self._entry(self.decider.fold(initial, tip_events[k:]), tip.next_index, tip)
-        group = self._decode_unfolds(tip)
-        if group is not None and tip.index <= group[0] <= tip.next_index:
-            index, unfolded = group
+        # The seed's worked example: fold from any unfold group holding an origin, newest first
+        # (`fold initial [S2 s4; C3 d5]` when S1 s5 is no origin but S2 s4 is), then the tip's
+        # events since that group's version.
+        for index, unfolded in self._unfold_groups(tip):
+            if not tip.index <= index <= tip.next_index:
+                continue
             for k in range(len(unfolded) - 1, -1, -1):
                 if self._is_origin(unfolded[k]):
                     state = self.decider.fold(initial, unfolded[k:])
-                    state = self.decider.fold(state, tip_events[index - tip.index :])
+                    state = self.decider.fold(state, self.codec.decode_all(tip.events[index - tip.index :]))
                     return self._entry(state, tip.next_index, tip)
         return await self._fold_backward(stream, tip, tip_events)
 

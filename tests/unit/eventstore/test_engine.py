@@ -126,6 +126,17 @@ async def test_seed_worked_example_every_way_to_state5_agrees() -> None:
     assert loaded.state == state5 and loaded.version == 5 and loaded.etag == '"etagXYZ"'
     assert counting.calls == 1 and storage.requests == 1
 
+    # (if isStart (S2 s4) and not isStart (S1 s5)): fold initial [S2 s4; C3 d5], still one point read.
+    def only_state4(event: fav.Event) -> bool:
+        return isinstance(event, fav.Compacted) and event.items == state4
+
+    counting = Counting()
+    older_origin = replace(counting.decider(), is_origin=only_state4)
+    from_s4 = store.category("Fav", older_origin, fav.CODEC, Snapshot())
+    storage.requests = 0
+    assert (await from_s4.load("S")).state == state5
+    assert counting.calls == 2 and storage.requests == 1  # s4 and d5 folded; no query
+
     # state5 cached with etagXYZ: the tip read answers NotModified and nothing is folded.
     counting.calls = 0
     assert (await snap.load("S")).state == state5
