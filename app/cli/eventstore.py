@@ -15,6 +15,7 @@ from app.errors import InvalidInput
 from app.settings import get_settings
 
 if TYPE_CHECKING:
+    from app.cosmos import CosmosStore
     from app.eventstore.ports import StreamStorage
 
 __all__ = ["es"]
@@ -27,19 +28,27 @@ def _default_container() -> str:
     return f"{get_settings().hub_container_prefix}-bundle-streams"
 
 
-def _with_storage(container: str | None, body: Callable[[StreamStorage], Awaitable[T]]) -> T:
+def _with_cosmos(body: Callable[[CosmosStore], Awaitable[T]]) -> T:
     from app.cosmos import open_cosmos
-    from app.eventstore import open_event_store
 
     async def run() -> T:
         cosmos = await open_cosmos(get_settings())
         try:
-            store = await open_event_store(cosmos, container or _default_container())
-            return await body(store.storage)
+            return await body(cosmos)
         finally:
             await cosmos.close()
 
     return asyncio.run(run())
+
+
+def _with_storage(container: str | None, body: Callable[[StreamStorage], Awaitable[T]]) -> T:
+    from app.eventstore import open_event_store
+
+    async def on(cosmos: CosmosStore) -> T:
+        store = await open_event_store(cosmos, container or _default_container())
+        return await body(store.storage)
+
+    return _with_cosmos(on)
 
 
 def _stream(value: str) -> str:
@@ -50,7 +59,58 @@ def _stream(value: str) -> str:
 
 @click.group(cls=HubstreamGroup)
 def es() -> None:
-    """The event store: dump, prune and delete streams."""
+    """The event store: create its container, survey it, dump, prune and delete streams."""
+
+
+@es.command()
+@click.option("--container", default=None, help=CONTAINER_HELP)
+@click.option("--throughput", type=click.IntRange(min=400), default=None, help="RU/s, when it is created.")
+def init(container: str | None, throughput: int | None) -> None:
+    """Create the container (partition key /p) with the indexing policy the store's queries need:
+    event and unfold bodies not indexed. An existing container is left as it is and shown."""
+    from app.cosmos import open_cosmos
+    from app.eventstore.cosmos import INDEXING_POLICY, PARTITION_KEY_PATH
+
+    name = container or _default_container()
+
+    async def run() -> dict[str, object]:
+        cosmos = await open_cosmos(get_settings())
+        try:
+            proxy = await cosmos.container(
+                name, PARTITION_KEY_PATH, indexing_policy=INDEXING_POLICY, throughput=throughput
+            )
+            props = await proxy.read()
+            return {
+                "container": name,
+                "partitionKey": props.get("partitionKey"),
+                "indexingPolicy": props.get("indexingPolicy"),
+            }
+        finally:
+            await cosmos.close()
+
+    echo_json(asyncio.run(run()))
+
+
+@es.command()
+@click.option("--container", default=None, help=CONTAINER_HELP)
+@click.option("--category", default=None, help="List the streams of this category (the name before '-').")
+@click.option("--unfold-case", default=None, help="Only streams whose tip holds an unfold of this case.")
+def stats(container: str | None, category: str | None, unfold_case: str | None) -> None:
+    """Streams, documents and stored events of the container (a read of every document), and with
+    --category / --unfold-case the streams that match (Equinox's `eqx stats` and `eqx query`)."""
+    from app.eventstore.cosmos import PARTITION_KEY_PATH
+    from app.eventstore.survey import survey
+
+    name = container or _default_container()
+
+    async def run(cosmos: CosmosStore) -> dict[str, object]:
+        proxy = await cosmos.container(name, PARTITION_KEY_PATH)
+        docs = [doc async for doc in proxy.read_all_items(max_item_count=1000)]
+        found = survey(docs, category=category, unfold_case=unfold_case)
+        listed = category is not None or unfold_case is not None
+        return {"container": name, **found.as_dict(with_streams=listed)}
+
+    echo_json(_with_cosmos(run))
 
 
 @es.command()

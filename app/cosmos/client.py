@@ -63,10 +63,17 @@ class CosmosStore:
     _containers: dict[str, ContainerProxy] = field(default_factory=dict)
 
     async def container(
-        self, name: str, partition_key_path: str, *, item_ttl: bool = False
+        self,
+        name: str,
+        partition_key_path: str,
+        *,
+        item_ttl: bool = False,
+        indexing_policy: dict[str, Any] | None = None,
+        throughput: int | None = None,
     ) -> ContainerProxy:
         """The container, created on first use; `item_ttl`: created with per-item time to live on
-        (a document's `ttl` field then expires it; a container created before keeps its setting)."""
+        (a document's `ttl` field then expires it); `indexing_policy` and `throughput` (RU/s) too
+        apply only when it is created here (a container created before keeps its settings)."""
         proxy = self._containers.get(name)
         if proxy is None:
             try:
@@ -74,6 +81,8 @@ class CosmosStore:
                     id=name,
                     partition_key=PartitionKey(path=partition_key_path),
                     default_ttl=-1 if item_ttl else None,
+                    indexing_policy=indexing_policy,
+                    offer_throughput=throughput,
                 )
             except exceptions.CosmosResourceExistsError:  # created meanwhile: see open_cosmos
                 proxy = self.database.get_container_client(name)

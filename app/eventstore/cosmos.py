@@ -29,6 +29,14 @@ __all__ = ["CosmosEventStore", "CosmosStreamStorage", "RequestStats", "open_even
 log = logging.getLogger(__name__)
 
 PARTITION_KEY_PATH = "/p"
+# Equinox's recommended policy: the stream, index and next index are queried; event and unfold
+# bodies never are, so they are not indexed (cheaper writes, less storage).
+INDEXING_POLICY: dict[str, Any] = {
+    "indexingMode": "consistent",
+    "automatic": True,
+    "includedPaths": [{"path": "/*"}],
+    "excludedPaths": [{"path": "/e/*"}, {"path": "/u/*"}, {"path": '/"_etag"/?'}],
+}
 _BATCHES_QUERY = "SELECT * FROM c WHERE c.p = @p AND c.i < @below AND c.n > @from ORDER BY c.i {order}"
 
 
@@ -238,5 +246,5 @@ async def open_event_store(
     query_max_items: int = 10,
 ) -> CosmosEventStore:
     """The event store on ``container`` (created with partition key /p if missing)."""
-    proxy = await cosmos.container(container, PARTITION_KEY_PATH)
+    proxy = await cosmos.container(container, PARTITION_KEY_PATH, indexing_policy=INDEXING_POLICY)
     return CosmosEventStore(proxy, options, query_max_items=query_max_items)

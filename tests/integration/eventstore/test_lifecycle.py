@@ -86,3 +86,23 @@ async def test_a_delete_cut_between_batches_is_finished_by_the_next(cosmos: Cosm
     assert (await category.load(stream)).state == state
     assert await category.delete(stream) > 0
     assert (await category.load(stream)).state == ()
+
+
+async def test_init_creates_the_container_with_its_indexing_policy_and_stats_surveys_it(
+    cosmos: CosmosStore, unique: str
+) -> None:
+    container = f"es-init-{unique}"
+    created = await answer(cosmos, "init", "--container", container, "--throughput", "400")
+    excluded = {p["path"] for p in created["indexingPolicy"]["excludedPaths"]}
+    assert {"/e/*", "/u/*"} <= excluded and created["partitionKey"]["paths"] == ["/p"]
+    store = await open_event_store(cosmos, container, StoreOptions(max_events_in_tip=2))
+    for stream, n in ((f"Favorites-a{unique}", 5), (f"Favorites-b{unique}", 1), (f"Other-c{unique}", 2)):
+        category = store.category(stream.split("-")[0], fav.DECIDER, fav.CODEC, Snapshot())
+        for i in range(n):
+            await category.transact(stream, fav.Add(i, "x", NOW))
+    stats = await answer(cosmos, "stats", "--container", container)
+    assert (stats["streams"], stats["events"]) == (3, 8)
+    assert stats["categories"] == {"Favorites": 2, "Other": 1} and "matching" not in stats
+    query = await answer(cosmos, "stats", "--container", container, "--category", "Favorites")
+    assert sorted(s["stream"] for s in query["matching"]) == [f"Favorites-a{unique}", f"Favorites-b{unique}"]
+    assert {s["stream"]: s["version"] for s in query["matching"]}[f"Favorites-a{unique}"] == 5
