@@ -7,7 +7,7 @@ endpoint (embedded by default), in a fresh database that is deleted afterwards.
 Baseline: the same 51,200 event documents read with plain partition queries (one per drawer,
 all drawers concurrently, same page size), no catalog, ledger, ordering or bundle logic.
 
-    .venv/bin/python bench/hub_peek.py [--events 51200] [--drawer-capacity 10000] [--page-size 10000]
+    .venv/bin/python -m bench.hub_peek [--events 51200] [--drawer-capacity 10000] [--page-size 10000]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from app.dataavailable import DataAvailable
 from app.hub import MessageHub
 from app.hub.model import CabinetKey, DrawerState
 from app.settings import get_settings
+from bench.cleanup import drop_bench_database
 
 CONNECTION_TIMEOUT_S = 120
 
@@ -140,11 +141,7 @@ async def run(n_events: int, capacity: int, page_size: int) -> dict[str, Any]:
         }
     finally:
         await hub.close()
-        try:
-            await store.client.delete_database(store.database.id)
-        except Exception as exc:  # never hide the run's own error behind the cleanup's
-            print(f"could not delete database {store.database.id}: {type(exc).__name__}")
-        await store.close()
+        await drop_bench_database(store)
 
 
 def ledger_cabinets(ledger: Any) -> list[Any]:

@@ -31,6 +31,7 @@ from app.hub.documents import ledger_doc
 from app.hub.model import Ledger
 from app.hub.reclaim import DELETES_IN_FLIGHT
 from app.settings import get_settings
+from bench.cleanup import drop_bench_database
 
 CONNECTION_TIMEOUT_S = 120
 
@@ -187,11 +188,7 @@ async def run(n_events: int, capacity: int, n_voids: int) -> dict[str, Any]:
         return figures
     finally:
         await hub.close()
-        try:
-            await store.client.delete_database(store.database.id)
-        except Exception as exc:  # never hide the run's own error behind the cleanup's
-            print(f"could not delete database {store.database.id}: {type(exc).__name__}")
-        await store.close()
+        await drop_bench_database(store)
 
 
 def main() -> None:

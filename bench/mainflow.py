@@ -18,7 +18,7 @@ the target ratio: at 0.4 the flow must end within the ceiling's time / 0.4, so t
 it that many core-seconds; less what it runs beside the save (Spark, the broker, the mirror) and
 the ceiling's own creates, what is left is what the workers may spend on everything else.
 
-    .venv/bin/python bench/mainflow.py [--events 200000] [--recipients 1000] [--cpu]
+    .venv/bin/python -m bench.mainflow [--events 200000] [--recipients 1000] [--cpu]
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from collections import defaultdict
 from typing import Any
 
 import orjson
-from cpu_share import CpuSampler
 from rich.console import Console
 
 from app.cosmos import open_cosmos
@@ -43,6 +42,8 @@ from app.hub.cosmos_io import HubContainers
 from app.hub.documents import event_doc, index_doc
 from app.hub.model import StoredEvent, content_hash
 from app.settings import Settings, get_settings
+from bench.cleanup import drop_bench_database
+from bench.cpu_share import CpuSampler
 from spark_ingest.sample import SampleSpec, sample_rows
 
 WORKERS = 2
@@ -90,11 +91,7 @@ async def ceiling(
         count = sum(len(batch) for batch in docs.values())
         return {"documents": count, "seconds": seconds, "events_per_s": events / seconds}, (started, ended)
     finally:
-        try:
-            await store.client.delete_database(store.database.id)
-        except Exception as exc:  # never hide the run's own error behind the cleanup's
-            print(f"could not delete database {store.database.id}: {type(exc).__name__}")
-        await store.close()
+        await drop_bench_database(store)
 
 
 def main() -> None:

@@ -27,6 +27,14 @@ def written_ids(target: Path) -> list[str]:
     return [str(w["data"]["id"]) for w in lines if "id" in (w.get("data") or {})]
 
 
+def definition(name: str, reader: str, target: Path, batch_size: int) -> str:
+    """A pipeline from `reader` (YAML flow mapping) to a JSON-lines file."""
+    return (
+        f"name: {name}\nbatch_size: {batch_size}\nbatch_wait_s: 0.05\nreader: {reader}\n"
+        f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
+    )
+
+
 def run(file: Path, home: Path, text: str) -> None:
     file.write_text(text)
     done = run_until_idle(file, home)
@@ -42,11 +50,7 @@ def test_a_binlog_reader_ends_at_the_position_the_server_had_at_start(
         cur.execute(f"CREATE TABLE {table} (id VARCHAR(16) PRIMARY KEY, n INT)")
         cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(f"s{i}", i) for i in range(5)])
     target, file = tmp_path / "out.jsonl", tmp_path / "p.yaml"
-    text = (
-        f"name: idle-binlog-{unique}\nbatch_size: 16\nbatch_wait_s: 0.05\n"
-        f"reader: {{type: binlog, tables: '^{db}\\.{table}$'}}\n"
-        f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
-    )
+    text = definition(f"idle-binlog-{unique}", f"{{type: binlog, tables: '^{db}\\.{table}$'}}", target, 16)
     run(file, tmp_path, text)  # the snapshot, then the stream up to the position at start
     assert sorted(written_ids(target)) == [f"s{i}" for i in range(5)]
     with source.cursor() as cur:
@@ -68,11 +72,8 @@ def test_a_polling_sync_ends_once_a_round_finds_nothing_new(
         cur.execute(f"CREATE TABLE `{table}` (id VARCHAR(16) PRIMARY KEY, v BIGINT)")
         cur.executemany(f"INSERT INTO `{table}` VALUES (%s, %s)", [(f"r{i}", i) for i in range(6)])
     target, file = tmp_path / "out.jsonl", tmp_path / "p.yaml"
-    text = (
-        f"name: idle-poll-{unique}\nbatch_size: 4\nbatch_wait_s: 0.05\n"
-        f"reader: {{type: mysql, poll_s: 0.2, tables: [{{name: {table}, sync_column: v}}]}}\n"
-        f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
-    )
+    reader = f"{{type: mysql, poll_s: 0.2, tables: [{{name: {table}, sync_column: v}}]}}"
+    text = definition(f"idle-poll-{unique}", reader, target, 4)
     try:
         run(file, tmp_path, text)  # the copy, then sync rounds until one finds nothing new
         assert sorted(written_ids(target)) == sorted(f"r{i}" for i in range(6))
@@ -89,10 +90,7 @@ async def test_a_change_feed_reader_ends_once_a_round_finds_nothing_new(
     for i in range(7):
         await container.create_item({"id": f"c{i}", "pk": "p"})
     target, file = tmp_path / "out.jsonl", tmp_path / "p.yaml"
-    text = (
-        f"name: idle-feed-{unique}\nbatch_size: 4\nbatch_wait_s: 0.05\n"
-        f"reader: {{type: cosmos, container: idle-{unique}, database: {cosmos.database.id}, poll_s: 0.2}}\n"
-        f"writers:\n  - {{name: file, type: jsonl, path: {target}}}\n"
-    )
+    reader = f"{{type: cosmos, container: idle-{unique}, database: {cosmos.database.id}, poll_s: 0.2}}"
+    text = definition(f"idle-feed-{unique}", reader, target, 4)
     await asyncio.to_thread(run, file, tmp_path, text)
     assert sorted(written_ids(target)) == [f"c{i}" for i in range(7)]
