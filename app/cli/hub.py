@@ -89,11 +89,27 @@ def dequeue(actor: str, bundle_id: str) -> None:
 
 
 @hub.command()
-@click.option("--actor", required=True, help="Recipient / actor id.")
-def depth(actor: str) -> None:
-    """Unacknowledged events waiting for the actor, per domain."""
-    counts = _with_hub(lambda h: h.depth(_actor(actor)))
-    echo_json({"actor": actor, "total": sum(counts.values()), "domains": counts})
+@click.option("--actor", default=None, help="Recipient / actor id (default: every actor, counted).")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(0, 10_000), help="Actors listed.")
+def depth(actor: str | None, top: int) -> None:
+    """Unacknowledged events waiting, per domain: for one actor (queried from its drawers), or for
+    every actor (from the counts ledgers and bundle streams keep) with the most behind listed."""
+    if actor is not None:
+        counts = _with_hub(lambda h: h.depth(_actor(actor)))
+        echo_json({"actor": actor, "total": sum(counts.values()), "domains": counts})
+        return
+    found = _with_hub(lambda h: h.depths())
+    rows = sorted(found.by_actor.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    echo_json(
+        {
+            "total": found.total,
+            "domains": dict(found.by_domain),
+            "actors": len(found.by_actor),
+            "behind": sum(1 for _, d in rows if d),
+            "notMeasured": len(found.not_measured),
+            "top": [{"actor": a, "total": sum(d.values()), "domains": dict(d)} for a, d in rows[:top] if d],
+        }
+    )
 
 
 @hub.command()

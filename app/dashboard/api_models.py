@@ -114,10 +114,12 @@ class HubActorRow(ApiModel):
 
 
 class HubSection(ApiModel):
-    actors: list[HubActorRow]
-    actor_count: int
-    total_depth: int
-    truncated: bool  # more actors than the dashboard reads
+    actors: list[HubActorRow]  # the most behind first, at most the dashboard's hub_max_actors
+    actor_count: int  # actors measured
+    total_depth: int  # exact, over every measured actor (app/hub/depths.py)
+    truncated: bool  # more actors measured than rows shown
+    not_measured: int = 0  # actors an older version wrote, beyond the ones queried
+    behind: int = 0  # actors with unacknowledged events
 
 
 class BatchRow(ApiModel):

@@ -8,7 +8,6 @@ Synchronous functions here are run in a thread by app.dashboard.dashboard.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -208,33 +207,20 @@ def select_batches(
     return (open_ + done)[:max_total]
 
 
-async def hub_section(hub: Any, max_actors: int, concurrency: int = 4) -> dict[str, Any]:
-    """Unacknowledged events per actor and domain (MessageHub.depth), for at most `max_actors` actors
-    listed from the ledgers container's read feed."""
-    ledgers = hub.repository.io.ledgers
-    actors: list[str] = []
-    truncated = False
-    async for doc in ledgers.read_all_items(max_item_count=min(max_actors + 1, 1000)):
-        if len(actors) >= max_actors:
-            truncated = True
-            break
-        actors.append(str(doc["id"]))
-    gate = asyncio.Semaphore(concurrency)
-
-    async def depth(actor: str) -> dict[str, Any]:
-        async with gate:
-            by_domain = await hub.depth(actor)
-        return {
-            "actor": actor,
-            "depth": sum(by_domain.values()),
-            "by_domain": dict(sorted(by_domain.items())),
-        }
-
-    rows = await asyncio.gather(*(depth(a) for a in sorted(actors)))
+async def hub_section(hub: Any, max_actors: int) -> dict[str, Any]:
+    """Unacknowledged events per actor and domain, exact, for every actor (MessageHub.depths:
+    from the counts ledgers and bundle streams keep); the `max_actors` most behind as rows."""
+    depths = await hub.depths(max_queried=max_actors)
+    rows = [
+        {"actor": actor, "depth": sum(by_domain.values()), "by_domain": dict(sorted(by_domain.items()))}
+        for actor, by_domain in depths.by_actor.items()
+    ]
     rows.sort(key=lambda r: (-r["depth"], r["actor"]))
     return {
-        "actors": rows,
+        "actors": rows[:max_actors],
         "actor_count": len(rows),
-        "total_depth": sum(r["depth"] for r in rows),
-        "truncated": truncated,
+        "total_depth": depths.total,
+        "truncated": len(rows) > max_actors,
+        "not_measured": len(depths.not_measured),
+        "behind": sum(1 for r in rows if r["depth"]),
     }

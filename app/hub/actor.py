@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.hub.bundling import BundleRef
+from app.hub.counts import add_counts
 from app.hub.errors import BundleIdConflict
 from app.hub.model import DeferredAck
 
@@ -50,6 +51,10 @@ class ActorBundles:
     dequeued_ids: tuple[str, ...] = ()
     dequeues: int = 0  # every dequeue ever: a peek computed before one may show acknowledged events
     deferred: tuple[DeferredAck, ...] = ()  # at most one per drawer
+    # Events of the dequeued bundles per domain (app/hub/counts.py); `counting` is False for a
+    # stream an older version started or wrote (it kept no count): True from the initial state.
+    acknowledged: tuple[tuple[str, int], ...] = ()
+    counting: bool = False
 
     def find(self, bundle_id: str) -> BundleRef | None:
         return next((b for b in self.open if b.bundle_id == bundle_id), None)
@@ -64,12 +69,16 @@ def evolve(state: ActorBundles, event: ActorEvent) -> ActorBundles:
     # The dequeue wrote every drawer of the bundle it did not defer (or found it written before).
     closed = state.find(event.bundle_id)
     touched = {s.drawer_id for s in closed.slices} if closed is not None else set()
+    acknowledged = state.acknowledged
+    if closed is not None:
+        acknowledged = add_counts(acknowledged, ((closed.domain, closed.event_count),))
     return replace(
         state,
         open=tuple(b for b in state.open if b.bundle_id != event.bundle_id),
         dequeued_ids=(*state.dequeued_ids, event.bundle_id)[-REMEMBERED_DEQUEUED:],
         dequeues=state.dequeues + 1,
         deferred=(*(d for d in state.deferred if d.drawer_id not in touched), *event.deferred),
+        acknowledged=acknowledged,
     )
 
 

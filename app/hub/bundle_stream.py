@@ -39,7 +39,7 @@ def _evolve(state: ActorBundles, event: StreamEvent) -> ActorBundles:
 
 
 bundles_decider: Decider[Any, ActorBundles, StreamEvent] = Decider(
-    initial=ActorBundles(),
+    initial=ActorBundles(counting=True),  # a stream started by this version counts from its start
     evolve=_evolve,
     unfold=lambda state: [state],
     is_origin=lambda event: isinstance(event, ActorBundles),

@@ -76,12 +76,12 @@ class HubContainers(AllPages[ContainerProxy], BatchedCreates[ContainerProxy]):
                 self.counter.add()
                 yield [doc async for doc in page]
 
-    async def partition_keys(self, container: ContainerProxy) -> AsyncIterator[str]:
+    async def read_all(self, container: ContainerProxy) -> AsyncIterator[dict[str, Any]]:
         with _answered("a read feed", container):
             async for page in container.read_all_items(max_item_count=1000).by_page():
                 self.counter.add()
                 async for doc in page:
-                    yield str(doc["pk"])
+                    yield doc
 
     async def read(self, container: ContainerProxy, doc_id: str, partition_key: str) -> dict[str, Any] | None:
         self.counter.add()

@@ -113,6 +113,12 @@ def ledger_doc(ledger: Ledger) -> dict[str, Any]:
         "voids": [list(v) for v in ledger.voids],
         "heads": {cab: [h.drawer_id, h.ordinal, h.used] for cab, h in ledger.heads.items()},
         "containers": ledger.containers,
+        # Beside `claims` (whose 4-element entries older versions read): each claim's events per
+        # domain, and the events saved per domain. A version that does not know them drops them
+        # when it writes the ledger, and `counting` then reads False: depth is queried instead.
+        "claimCounts": {c.token: [list(d) for d in c.domains] for c in ledger.claims if c.domains},
+        "saved": [list(d) for d in ledger.saved],
+        "counting": ledger.counting,
     }
 
 
@@ -120,10 +126,15 @@ def ledger_from_doc(doc: dict[str, Any]) -> Ledger:
     return Ledger(
         recipient=doc["id"],
         next_seq=doc["next"],
-        claims=tuple(Claim(t, f, last, lease) for t, f, last, lease in doc["claims"]),
+        claims=tuple(
+            Claim(t, f, last, lease, tuple((d, n) for d, n in doc.get("claimCounts", {}).get(t, ())))
+            for t, f, last, lease in doc["claims"]
+        ),
         voids=void_ranges(_void(v) for v in doc["voids"]),
         heads={cab: DrawerHead(d, o, u) for cab, (d, o, u) in doc["heads"].items()},
         containers=doc["containers"],
+        saved=tuple((d, n) for d, n in doc.get("saved", ())),
+        counting=bool(doc.get("counting", False)),
     )
 
 

@@ -274,11 +274,10 @@ class MemoryHubStore(AllPages["MemoryContainer"], BatchedCreates["MemoryContaine
         if not found:
             yield []
 
-    async def partition_keys(self, container: MemoryContainer) -> AsyncIterator[str]:
+    async def read_all(self, container: MemoryContainer) -> AsyncIterator[dict[str, Any]]:
         await self._request(Request("query", container.id, ""))
-        for key, docs in list(container.partitions.items()):
-            for _ in list(docs):
-                yield key
+        for doc in container.documents():
+            yield doc
 
     # ---- point writes
 

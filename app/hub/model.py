@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.dataavailable import DataAvailable
+from app.hub.counts import Counts, add_counts, count_by_domain
 from app.hub.voids import VoidRanges, add_void, is_void, void_ranges
 
 __all__ = [
@@ -106,6 +107,7 @@ class Claim:
     first_seq: int
     last_seq: int
     lease_until_s: float
+    domains: Counts = ()  # the claim's events per domain: counted as saved when it is released
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,10 @@ class Ledger:
     voids: VoidRanges = ()  # sorted, disjoint, coalesced (app/hub/voids.py)
     heads: dict[str, DrawerHead] = field(default_factory=dict)  # by CabinetKey.value
     containers: int = 1  # event containers the recipient's drawers spread over, fixed at its first save
+    # Events saved (claims released) per domain since the ledger was created; `counting` False for
+    # a ledger an older version created or wrote (it kept no count): depth is then queried.
+    saved: Counts = ()
+    counting: bool = True
 
     @property
     def fence(self) -> int:
@@ -209,7 +215,7 @@ def allocate(
         Placement(meta[drawer][0], drawer, meta[drawer][1], meta[drawer][2], tuple(run))
         for (_, drawer), run in runs.items()
     )
-    claim = Claim(token, ledger.next_seq, seq - 1, now_s + lease_s)
+    claim = Claim(token, ledger.next_seq, seq - 1, now_s + lease_s, count_by_domain(events))
     updated = replace(ledger, next_seq=seq, claims=(*ledger.claims, claim), heads=heads)
     return updated, Allocation(token, claim.first_seq, claim.last_seq, placements)
 
@@ -230,10 +236,13 @@ def abandon(ledger: Ledger, token: str, *, now_s: float) -> Ledger | None:
 
 
 def release(ledger: Ledger, token: str) -> Ledger | None:
-    """Drop a finished save's claim (advancing the fence); None when the claim was voided meanwhile."""
-    if not any(c.token == token for c in ledger.claims):
+    """Drop a finished save's claim (advancing the fence) and count its events as saved; None
+    when the claim was voided meanwhile."""
+    claim = next((c for c in ledger.claims if c.token == token), None)
+    if claim is None:
         return None
-    return replace(ledger, claims=tuple(c for c in ledger.claims if c.token != token))
+    claims = tuple(c for c in ledger.claims if c.token != token)
+    return replace(ledger, claims=claims, saved=add_counts(ledger.saved, claim.domains))
 
 
 def renew(ledger: Ledger, token: str, until_s: float) -> Ledger | None:

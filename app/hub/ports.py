@@ -132,9 +132,9 @@ class HubStore(Protocol[C]):
         created (a retry after a partial write finishes it)."""
         ...
 
-    def partition_keys(self, container: C) -> AsyncIterator[str]:
-        """The partition key of every document of a container (a read feed over all partitions;
-        a key repeats once per document)."""
+    def read_all(self, container: C) -> AsyncIterator[dict[str, Any]]:
+        """Every document of a container (a read feed over all partitions: for sweeps and
+        operators' summaries, never a request path)."""
         ...
 
     async def create_all_new(self, container: C, partition_key: str, docs: Sequence[dict[str, Any]]) -> bool:

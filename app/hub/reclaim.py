@@ -81,7 +81,7 @@ class HubReclaim(RepositoryPart[C]):
         """Reclaim every acknowledged event, drained drawer and voided claim (report only, with
         `dry_run`)."""
         before = self.io.counter.total
-        recipients = list(dict.fromkeys([k async for k in self.io.partition_keys(self.io.ledgers)]))
+        recipients = list(dict.fromkeys([str(d["pk"]) async for d in self.io.read_all(self.io.ledgers)]))
         report = ReclaimReport(dry_run=dry_run)
         for recipient in recipients:
             report += await self._sweep_recipient(recipient, dry_run=dry_run)

@@ -27,6 +27,7 @@ from app.hub.actor import (
 from app.hub.bundle_stream import EventStoreBundleLog
 from app.hub.bundling import BundleBuilder, BundleRef
 from app.hub.cosmos_io import HubContainers
+from app.hub.depths import HubDepths, count_depths
 from app.hub.errors import BundleIdConflict, BundleNotFound
 from app.hub.model import StoredEvent
 from app.hub.ports import BundleLog
@@ -283,3 +284,12 @@ class MessageHub:
         """Delete what actors acknowledged: the documents of every drained drawer (a dry run
         only reports them)."""
         return await self.repository.reclaim(dry_run=dry_run)
+
+    async def depths(self, *, max_queried: int = 200) -> HubDepths:
+        """Every actor's depth, exact, from the counts ledgers and bundle streams keep (depths.py)."""
+        return await count_depths(
+            self.repository.io,
+            self.bundle_log.load,  # never a cached state: another worker may have dequeued since
+            self.depth,
+            max_queried=max_queried,
+        )

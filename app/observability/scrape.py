@@ -150,17 +150,15 @@ def _dashboard(data: dict[str, Any], out: _Families) -> None:
         sum(1 for b in data.get("batches") or [] if not b["is_complete"]),
     )
     hub = data.get("hub")
-    if hub:
+    if hub:  # exact totals over every actor (app/hub/depths.py); rows are the most behind first
         depths = [row["depth"] for row in hub["actors"]]
-        out.gauge("hubstream_hub_queue_depth", "Unacknowledged events of all actors", sum(depths))
+        out.gauge("hubstream_hub_queue_depth", "Unacknowledged events of all actors", hub["total_depth"])
         out.gauge(
             "hubstream_hub_queue_depth_max",
             "Unacknowledged events of the most behind actor",
             max(depths, default=0),
         )
-        out.gauge(
-            "hubstream_hub_actors_behind", "Actors with unacknowledged events", sum(1 for d in depths if d)
-        )
+        out.gauge("hubstream_hub_actors_behind", "Actors with unacknowledged events", hub.get("behind", 0))
 
 
 def _shards(shards: list[dict[str, Any]], out: _Families) -> None:

@@ -26,7 +26,7 @@ async def stored_documents(hub: MessageHub) -> int:
     assert isinstance(io, HubContainers)
     counted = 0
     for container in (*io.event_shards, io.drawers):
-        counted += sum([1 async for _ in io.partition_keys(container)])
+        counted += sum([1 async for _ in io.read_all(container)])
     return counted
 
 

@@ -88,7 +88,7 @@ def test_the_scrape_families_carry_the_dashboard_figures() -> None:
             {"kind": "exact", "batch_id": "1", "is_complete": False, "acked_items": 4, "total_items": 10},
             {"kind": "exact", "batch_id": "2", "is_complete": True, "acked_items": 3, "total_items": 3},
         ],
-        "hub": {"actors": [{"actor": "a", "depth": 6}]},
+        "hub": {"actors": [{"actor": "a", "depth": 6}], "total_depth": 6, "behind": 1},
         "shards": [
             {
                 "subscription": "s",

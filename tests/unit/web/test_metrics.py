@@ -189,7 +189,7 @@ DASHBOARD: dict[str, Any] = {
     "batches": [
         {"kind": "exact", "batch_id": "7", "is_complete": False, "acked_items": 4, "total_items": 10}
     ],
-    "hub": {"actors": [{"actor": "a", "depth": 6}]},
+    "hub": {"actors": [{"actor": "a", "depth": 6}], "total_depth": 6, "behind": 1},
     "shards": [
         {"subscription": "s", "shard": 0, "delivered": 5, "dead_lettered": 1, "failures": 2, "sidelined": 3}
     ],
