@@ -38,6 +38,8 @@ def void_ranges(ranges: Iterable[VoidRange]) -> VoidRanges:
 
 def is_void(voids: VoidRanges, seq: int) -> bool:
     """Whether `seq` lies in one of the (sorted, disjoint) ranges."""
+    if not voids:  # the usual ledger: nothing voided
+        return False
     i = bisect.bisect_right(voids, (seq, _END, float("inf"))) - 1
     return i >= 0 and voids[i][0] <= seq <= voids[i][1]
 
