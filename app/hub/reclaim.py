@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import orjson
 
 from app.crashpoints import crash_point
-from app.hub.documents import drawer_from_doc
+from app.hub.documents import drawer_from_doc, ledger_from_doc
 from app.hub.model import CabinetKey, DrawerHead, DrawerState, Ledger
 from app.hub.parts import RepositoryPart
 from app.hub.voids import is_void, remove_voids
@@ -81,14 +81,18 @@ class HubReclaim(RepositoryPart[C]):
         """Reclaim every acknowledged event, drained drawer and voided claim (report only, with
         `dry_run`)."""
         before = self.io.counter.total
-        recipients = list(dict.fromkeys([str(d["pk"]) async for d in self.io.read_all(self.io.ledgers)]))
+        # The read feed's ledgers serve as they are; only one holding an expired claim is read
+        # again to void it (written back), so a sweep reads each ledger once.
+        ledgers = [ledger_from_doc(doc) async for doc in self.io.read_all(self.io.ledgers)]
         report = ReclaimReport(dry_run=dry_run)
-        for recipient in recipients:
-            report += await self._sweep_recipient(recipient, dry_run=dry_run)
+        for ledger in ledgers:
+            report += await self._sweep_recipient(ledger, dry_run=dry_run)
         return replace(report, requests=self.io.counter.total - before)
 
-    async def _sweep_recipient(self, recipient: str, *, dry_run: bool) -> ReclaimReport:
-        ledger = await self.ledgers.read_reaped(recipient)
+    async def _sweep_recipient(self, listed: Ledger, *, dry_run: bool) -> ReclaimReport:
+        recipient = listed.recipient
+        now = self.ledgers.now()
+        ledger = listed if listed.reap(now) == listed else await self.ledgers.read_reaped(recipient)
         # No save holds a claim: none can still write a drawer that is not its cabinet's last.
         quiet = not ledger.claims
         report = ReclaimReport(recipients=1)
