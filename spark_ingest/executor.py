@@ -19,7 +19,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark import TaskContext
 
-from app.composite.producer import RoutedTarget
+from app.composite.producer import SWITCH_FLUSH_S, RoutedTarget
 from app.composite.routing import group_hash, route
 from app.composite.store import MetadataStore
 from app.crashpoints import arm, crash_point, disarm
@@ -246,7 +246,7 @@ def _arm_first_attempt(spec: str) -> None:
         arm(spec)
 
 
-def _target(plan: IngestPlan) -> RoutedTarget:
+def _target(plan: IngestPlan, before_switch: Callable[[], None]) -> RoutedTarget:
     """The composite topic's routing as this task follows it. One metadata reader per Python
     worker, reused by its tasks; each task reads the newest definition as it starts."""
     bootstrap = str(plan.producer_config["bootstrap.servers"])
@@ -257,11 +257,27 @@ def _target(plan: IngestPlan) -> RoutedTarget:
             plan.metadata_topic,
             replication_factor=plan.replication_factor,
         )
-    return RoutedTarget(store, plan.composite_topic, plan.metadata_refresh_s, plan.max_group_id_bytes)
+    return RoutedTarget(
+        store,
+        plan.composite_topic,
+        plan.metadata_refresh_s,
+        plan.max_group_id_bytes,
+        before_switch=before_switch,
+    )
 
 
 def _sender(producer: Producer, plan: IngestPlan, deliveries: _Deliveries) -> Callable[[str, bytes], None]:
-    target = _target(plan).target
+    def confirm_before_switch() -> None:
+        """The produce pointer moved: what this task sent to the older storage topic is stored
+        before anything goes to the newer one (a failure fails the task, which Spark runs again)."""
+        remaining = producer.flush(SWITCH_FLUSH_S)
+        if remaining or deliveries.failed:
+            raise DeliveryFailed(
+                f"{plan.composite_topic}: at a produce-pointer switch {remaining} records were unconfirmed "
+                f"and {deliveries.failed} failed; first error: {deliveries.first_error}"
+            )
+
+    target = _target(plan, confirm_before_switch).route
     pending = 0
 
     def send(recipient: str, value: bytes) -> None:
