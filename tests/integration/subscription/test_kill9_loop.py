@@ -14,7 +14,9 @@ crash points, the acceptance test) already kill workers mid-delivery."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import zlib
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
@@ -45,7 +47,7 @@ class FlakyEndpoint(Endpoint):
 
 
 @pytest.fixture
-async def flaky() -> Endpoint:
+async def flaky() -> AsyncIterator[Endpoint]:
     ep = FlakyEndpoint()
     app = web.Application()
     app.router.add_post("/deliver", ep.handle)
@@ -55,12 +57,16 @@ async def flaky() -> Endpoint:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     ep.url = f"http://127.0.0.1:{port}/deliver"
-    yield ep  # type: ignore[misc]
+    yield ep
     await runner.cleanup()
 
 
 def _distinct(endpoint: Endpoint) -> int:
     return sum(len(set(seqs)) for seqs in endpoint.delivered.values())
+
+
+def _reached(endpoint: Endpoint, floor: int) -> bool:
+    return _distinct(endpoint) >= floor
 
 
 @pytest.mark.soak
@@ -87,7 +93,7 @@ async def test_kill9_loop_every_group_ends_on_its_newest_message(
     for k in range(KILLS):
         # each kill lands while messages flow: at the next share of the deliveries
         floor = (k + 1) * MESSAGES // (KILLS + 2)
-        await async_wait_until(lambda f=floor: _distinct(flaky) >= f, 120, f"{floor} delivered")
+        await async_wait_until(functools.partial(_reached, flaky, floor), 120, f"{floor} delivered")
         victim = ports[k % 2]
         workers.kill9(victim)
         workers.start(victim)
