@@ -1,5 +1,6 @@
-"""A pipeline source over a composite topic (the Varadhi design's storage topics): every partition
-of every storage topic, new storage topics picked up at the metadata refresh."""
+"""Pipeline sources over Kafka: a composite topic (the Varadhi design's storage topics: every
+partition of every storage topic, new storage topics picked up at the metadata refresh) and a
+plain Kafka topic (every partition, partitions added later picked up at the same refresh)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.composite.store import MetadataStore
 from app.kafka.broker import FetchGuard, broker_for, confluent_seek
 from app.kafka.consuming import partition_reader
+from app.pipeline.errors import SourceUnavailable
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
 from app.pipeline.source_kit import Threaded, now_ms
 from app.settings import Settings
 
-__all__ = ["CompositeSource"]
+__all__ = ["CompositeSource", "KafkaTopicSource"]
 
 
 class CompositeSource(Threaded):
@@ -56,13 +58,16 @@ class CompositeSource(Threaded):
             self._assigned.clear()
         self._assign_new(positions)
 
-    def _assign_new(self, positions: Mapping[str, Any]) -> None:
-
+    def _partitions(self) -> list[tuple[str, int]]:
+        """Every partition to read, as (Kafka topic, partition)."""
         store = MetadataStore.of(self.settings)
         try:
             topic = store.get(self.name)
         finally:
             store.close()
+        return [(storage.name, p) for storage in topic.storage_topics for p in range(storage.partitions)]
+
+    def _assign_new(self, positions: Mapping[str, Any]) -> None:
         if self._consumer is None:
             self._consumer = partition_reader(
                 self.settings.bootstrap,
@@ -71,12 +76,7 @@ class CompositeSource(Threaded):
                 overrides={"fetch.wait.max.ms": 50},
             )
             self._guard = broker_for(self.settings).fetch_guard(confluent_seek(self._consumer))
-        unplaced = [
-            (storage.name, partition)
-            for storage in topic.storage_topics
-            for partition in range(storage.partitions)
-            if (storage.name, partition) not in self._assigned
-        ]
+        unplaced = [tp for tp in self._partitions() if tp not in self._assigned]
 
         def known(tp: tuple[str, int]) -> Any:
             key = _where(tp)
@@ -158,6 +158,19 @@ class CompositeSource(Threaded):
         if self._consumer is not None:
             await self._run(self._consumer.close)
         await super().close()
+
+
+class KafkaTopicSource(CompositeSource):
+    """Every partition of a plain Kafka topic, read as a composite topic's storage topics are:
+    positions are next offsets per `topic[partition]`, the record key can go into `group_field`,
+    partitions added to the topic are picked up at the metadata refresh."""
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        listed = self._consumer.list_topics(self.name, timeout=10.0).topics.get(self.name)
+        if listed is None or listed.error is not None:
+            why = listed.error.str() if listed is not None and listed.error is not None else "not listed"
+            raise SourceUnavailable(f"Kafka topic {self.name!r} cannot be read: {why}")
+        return [(self.name, p) for p in sorted(listed.partitions)]
 
 
 def _where(tp: tuple[str, int]) -> str:

@@ -131,6 +131,17 @@ class CompositeReader(_Model):
     start: Literal["earliest", "latest"] = "earliest"
 
 
+class KafkaTopicReader(_Model):
+    """Every partition of a plain Kafka topic (not a composite one)."""
+
+    type: Literal["kafka"]
+    topic: str
+    namespace: str | None = Field(None, description="default: the topic")
+    id_field: str = "id"
+    group_field: str | None = Field(None, description="the record key goes into this field of the data")
+    start: Literal["earliest", "latest"] = "earliest"
+
+
 class MysqlTable(_Model):
     name: str
     sync_column: str | None = None
@@ -323,6 +334,7 @@ READER_MODELS: dict[str, type[_Model]] = {
     "composite": CompositeReader,
     "cosmos": CosmosReader,
     "jsonl": JsonlReader,
+    "kafka": KafkaTopicReader,
     "mysql": MysqlReader,
 }
 WRITER_MODELS: dict[str, type[_Writer]] = {
@@ -345,7 +357,8 @@ STEP_MODELS: dict[str, type[StepModel]] = {
 CHAIN_KEYS = frozenset({"name", "steps", "namespace", "transforms", "errors_tolerance"})
 
 Reader = Annotated[
-    CompositeReader | MysqlReader | BinlogReader | CosmosReader | JsonlReader, Field(discriminator="type")
+    CompositeReader | KafkaTopicReader | MysqlReader | BinlogReader | CosmosReader | JsonlReader,
+    Field(discriminator="type"),
 ]
 Writer = Annotated[MysqlWriter | CosmosWriter | KafkaWriter | JsonlWriter, Field(discriminator="type")]
 

@@ -10,6 +10,7 @@ __all__ = [
     "LogCompactedAway",
     "PipelineError",
     "PipelineNotRunning",
+    "SourceUnavailable",
     "TransformFailed",
     "UnknownPipeline",
     "UnknownWriter",
@@ -45,6 +46,11 @@ class UnknownPipeline(NotFound):
 
 class PipelineNotRunning(ServiceUnavailable):
     """The pipeline process is starting (recovering its offsets) or stopping; retry."""
+
+
+class SourceUnavailable(ServiceUnavailable):
+    """The reader's source cannot be read now (e.g. its Kafka topic does not exist yet); the reader
+    tries again, and the pipeline's status shows the reason."""
 
 
 class UnknownWriter(NotFound):

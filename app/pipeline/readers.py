@@ -1,6 +1,6 @@
 """Sources: a JSON-lines file, a MySQL table (copy, then sync by polling), and
-build_source for every reader type (the binlog reader lives in binlog.py, the composite-topic one in
-composite_source.py).
+build_source for every reader type (the binlog reader lives in binlog.py, the composite-topic and
+plain Kafka topic ones in composite_source.py).
 
 Every entry carries the reader's position, so a restart resumes after the last entry in the
 commit log; a namespace whose copy finished (mode Complete/Sync) is never copied again.
@@ -20,7 +20,7 @@ import pymysql.cursors
 
 from app.pipeline.binlog import BinlogSource
 from app.pipeline.changefeed import CosmosFeedSource
-from app.pipeline.composite_source import CompositeSource
+from app.pipeline.composite_source import CompositeSource, KafkaTopicSource
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
@@ -31,6 +31,7 @@ from app.settings import MysqlTarget, Settings
 __all__ = [
     "CompositeSource",
     "JsonlSource",
+    "KafkaTopicSource",
     "MysqlSource",
     "build_source",
 ]
@@ -270,6 +271,8 @@ def _source(kind: str, settings: Settings, options: Mapping[str, Any], batch_siz
         return MysqlSource(settings, options, batch_size)
     if kind == "composite":
         return CompositeSource(settings, options, batch_size, wait_s)
+    if kind == "kafka":
+        return KafkaTopicSource(settings, options, batch_size, wait_s)
     if kind == "cosmos":
         return CosmosFeedSource(settings, options, batch_size)
     if kind == "binlog":
