@@ -110,6 +110,7 @@ def run(
         metadata_topic=get_settings().metadata_topic,
         replication_factor=get_settings().kafka_replication_factor,
         clock_skew_s=get_settings().clock_skew_s,
+        metadata_refresh_s=get_settings().metadata_refresh_s,
         broker_kind=get_settings().broker_kind,
         key_of=key_from_header(key_header) if key_header else record_key,
         concurrency=concurrency,

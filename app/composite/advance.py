@@ -14,11 +14,20 @@ from collections.abc import Mapping
 from app.composite.errors import ReadPointerOutOfRange
 from app.composite.model import CompositeTopic
 
-__all__ = ["Drained", "may_leave", "read_index"]
+__all__ = ["Drained", "may_leave", "read_index", "switch_grace"]
 
 Drained = Mapping[int, Mapping[int, bool]]
 """storage topic index -> {partition: drained} for the partitions the reader is judged on there.
 A storage topic missing here is not known to be drained."""
+
+
+def switch_grace(metadata_refresh_s: float) -> float:
+    """How long after a produce-pointer switch a reader still expects writes to the storage topic
+    the pointer left: producers re-read the definition every `metadata_refresh_s` (the
+    COMPOSITE_METADATA_REFRESH_S of the hosts that produce), two refreshes and a second cover one
+    that read it just before the switch, and a refresh that came late. Shards and library copies
+    wait the same."""
+    return 2 * metadata_refresh_s + 1.0
 
 
 def may_leave(topic: CompositeTopic, idx: int) -> bool:

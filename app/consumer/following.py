@@ -38,9 +38,7 @@ class CompositeFollowing:
         self._source = await asyncio.to_thread(resolve_source, s, store)
         self._topics = [s.retry_topic]  # the lanes; their storage partitions are assigned by hand
         # Producers may still write what a recent switch left: `_follow_source` waits the grace.
-        recent = self._source.composite.switched_within(
-            int(time.time() * 1000), s.switch_grace_s, s.clock_skew_s
-        )
+        recent = self._source.composite.switched_within(int(time.time() * 1000), s.grace_s, s.clock_skew_s)
         while not recent and may_leave(self._source.composite, self.read_idx):
             drained = await asyncio.to_thread(drained_facts, s, self._source, self.read_idx)
             idx = self._source.read_index(self.read_idx, drained)
@@ -58,7 +56,7 @@ class CompositeFollowing:
     async def _source_loop(self, store: MetadataStore) -> None:
         """Follow the composite topic's definition (new storage topics, the produce pointer) and
         move on to the next storage topic by the rule (`Source.read_index`)."""
-        interval = max(0.2, min(1.0, self.settings.switch_grace_s / 2))
+        interval = max(0.2, min(1.0, self.settings.grace_s / 2))
         while True:
             try:
                 await self._follow_source(store)
@@ -78,7 +76,7 @@ class CompositeFollowing:
         # Producers that still hold the old definition may write T_idx for a while yet.
         if self._switch_seen_at is None:
             self._switch_seen_at = time.monotonic()
-        if time.monotonic() - self._switch_seen_at < s.switch_grace_s:
+        if time.monotonic() - self._switch_seen_at < s.grace_s:
             return
         drained = await asyncio.to_thread(drained_facts, s, source, idx)
         new = source.read_index(idx, drained)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from app.composite.advance import switch_grace
 from app.composite.model import check_topic_name, storage_topic_name
 from app.errors import HubstreamError, InvalidInput
 from app.ordered.policy import OnDlq, RetryPolicy
@@ -122,7 +123,7 @@ class ConsumerSettings:
     The source is `topic` (a Kafka topic) or `composite_topic` (a composite topic's name, resolved
     in the metadata topic `metadata_topic`, the CLI's from the COMPOSITE_METADATA_TOPIC setting): its
     storage topics are read in order, the next one only once the produce pointer has been past the
-    current one for `switch_grace_s` (producers still holding the old pointer) and the group has
+    current one for `grace_s` (producers still holding the old pointer) and the group has
     committed every partition of it to its end. The topics the consumer creates get
     `replication_factor` replicas (the CLI's: the KAFKA_REPLICATION_FACTOR setting). `broker_kind`
     says which broker answers (app.kafka.broker; the CLI's: the KAFKA_BROKER_KIND setting):
@@ -151,7 +152,12 @@ class ConsumerSettings:
     composite_topic: str | None = None  # the source, instead of `topic`
     metadata_topic: str = DEFAULT_METADATA_TOPIC  # where composite topics are defined
     replication_factor: int = 1  # of the topics the consumer creates (its own, the metadata topic)
-    switch_grace_s: float = 5.0  # after a produce-pointer switch, before leaving a drained storage topic
+    # After a produce-pointer switch, before leaving a drained storage topic: None waits what a
+    # shard waits, two of the producers' definition refreshes and a second (`switch_grace`).
+    switch_grace_s: float | None = None
+    # How often producers re-read a composite topic's definition (COMPOSITE_METADATA_REFRESH_S of
+    # the hosts that produce; the CLI's: its own setting).
+    metadata_refresh_s: float = 10.0
     # how far this host's clock may run ahead of the one that switched (a start judges the grace
     # on the switch time the definition records)
     clock_skew_s: float = 30.0
@@ -177,8 +183,10 @@ class ConsumerSettings:
             )
         if not self.bootstrap:
             raise InvalidInput("consumer bootstrap is empty")
-        if not (self.switch_grace_s >= 0 and self.clock_skew_s >= 0):  # NaN too
+        if not (self.grace_s >= 0 and self.clock_skew_s >= 0):  # NaN too
             raise InvalidInput("switch_grace_s and clock_skew_s must be numbers, not negative")
+        if not self.metadata_refresh_s > 0:
+            raise InvalidInput("metadata_refresh_s must be a positive number of seconds")
         if self.replication_factor < 1:
             raise InvalidInput("replication_factor must be at least 1")
         if self.broker_kind not in BROKER_KINDS:
@@ -191,6 +199,13 @@ class ConsumerSettings:
             raise InvalidInput("lease_s must be at least 1 second")
         if min(self.commit_interval_s, self.heartbeat_s, self.session_timeout_s, self.revoke_timeout_s) <= 0:
             raise InvalidInput("intervals and timeouts must be positive")
+
+    @property
+    def grace_s(self) -> float:
+        """The switch grace this copy waits: `switch_grace_s`, else what a shard waits."""
+        if self.switch_grace_s is not None:
+            return self.switch_grace_s
+        return switch_grace(self.metadata_refresh_s)
 
     @property
     def source(self) -> str:

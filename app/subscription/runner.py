@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from app.composite.advance import switch_grace
 from app.composite.model import CompositeTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
@@ -83,7 +84,7 @@ class ShardRunner(ShardForgetting, ShardAdoption, ShardRetryBuffer):
         self._still_wanted = still_wanted
         self.lease: Lease | None = None
         self.generation = sub.epoch  # MQ rewinds bump the epoch: older "handled" marks no longer apply
-        grace = 2 * settings.metadata_refresh_s + 1.0
+        grace = switch_grace(settings.metadata_refresh_s)
         self.mq = ChainReader(sub.topic, shard_id, sub.shard_count, grace)
         self.rq = ChainReader(sub.rq_topic, shard_id, sub.shard_count, grace)
         self._rq_buffers: dict[TopicPartition, deque[Work]] = defaultdict(deque)

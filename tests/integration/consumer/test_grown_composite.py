@@ -74,8 +74,12 @@ async def test_copies_follow_a_storage_topic_with_twice_the_partitions(
     copies = Copies(tmp_path, kafka.bootstrap, name, name)
     try:
         for label in ("a", "b", "c"):
-            copies.start(
-                label, "--concurrency", "16", COMPOSITE_METADATA_TOPIC=env["COMPOSITE_METADATA_TOPIC"]
+            copies.start(  # the grace after a switch: two refreshes of a second and a second
+                label,
+                "--concurrency",
+                "16",
+                COMPOSITE_METADATA_TOPIC=env["COMPOSITE_METADATA_TOPIC"],
+                COMPOSITE_METADATA_REFRESH_S="1",
             )
         await wait_until(
             lambda: all(lanes_of(copies, label) for label in ("a", "b", "c")),

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.composite.advance import Drained
+from app.composite.advance import Drained, switch_grace
 from app.composite.model import CompositeTopic
 from app.consumer import following
 from app.consumer.engine import LibraryEngine, Record
@@ -240,3 +240,32 @@ def test_a_grace_or_skew_that_is_negative_or_not_a_number_is_refused(field: str,
     """NaN compared as no switch ever recent: a start left the drained topic at once."""
     with pytest.raises(InvalidInput, match="must be numbers, not negative"):
         composite_settings(**{field: value})
+
+
+async def test_by_default_a_copy_waits_the_grace_a_shard_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grace follows the producers' definition refresh, as a shard's does. Before, a copy waited
+    a fixed 5 s: with producers refreshing every 10 s it left a storage topic they still wrote."""
+    monkeypatch.setattr(following, "drained_facts", lambda s, src, idx: {idx: dict.fromkeys(range(4), True)})
+
+    async def handle(message: Message) -> None:
+        return None
+
+    settings = composite_settings(metadata_refresh_s=10.0)
+    assert settings.grace_s == switch_grace(10.0) == 21.0
+    copy = KeyedConsumer(settings, handle)
+    store = _Store(chain(4, 4, pointer=1))
+    await copy._follow_source(store)  # type: ignore[arg-type]
+    seen_at = copy._switch_seen_at
+    assert seen_at is not None
+    # 6 s after the switch was seen (past the old fixed grace), well within two refreshes
+    monkeypatch.setattr(following.time, "monotonic", lambda: seen_at + 6.0)
+    await copy._follow_source(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 0, "producers refreshing every 10 s may still write orders.0"
+    monkeypatch.setattr(following.time, "monotonic", lambda: seen_at + 21.5)
+    await copy._follow_source(store)  # type: ignore[arg-type]
+    assert copy.read_idx == 1
+
+
+def test_a_refresh_interval_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="metadata_refresh_s"):
+        composite_settings(metadata_refresh_s=0.0)
