@@ -255,13 +255,12 @@ async def test_by_default_a_copy_waits_the_grace_a_shard_waits(monkeypatch: pyte
     copy = KeyedConsumer(settings, handle)
     store = _Store(chain(4, 4, pointer=1))
     await copy._follow_source(store)  # type: ignore[arg-type]
-    seen_at = copy._switch_seen_at
-    assert seen_at is not None
-    # 6 s after the switch was seen (past the old fixed grace), well within two refreshes
-    monkeypatch.setattr(following.time, "monotonic", lambda: seen_at + 6.0)
+    assert copy._switch_seen_at is not None
+    # the switch seen 6 s ago (past the old fixed grace), well within two refreshes
+    copy._switch_seen_at = time.monotonic() - 6.0
     await copy._follow_source(store)  # type: ignore[arg-type]
     assert copy.read_idx == 0, "producers refreshing every 10 s may still write orders.0"
-    monkeypatch.setattr(following.time, "monotonic", lambda: seen_at + 21.5)
+    copy._switch_seen_at = time.monotonic() - 21.5
     await copy._follow_source(store)  # type: ignore[arg-type]
     assert copy.read_idx == 1
 
