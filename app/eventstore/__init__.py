@@ -4,7 +4,14 @@ See docs/eventstore.md. Pure parts: Decider, Codec, access strategies, Cache, do
 the engine (through the StreamStorage port); the Cosmos adapter is CosmosEventStore.
 """
 
-from app.eventstore.access import AccessStrategy, LatestKnownEvent, RollingState, Snapshot, Unoptimized
+from app.eventstore.access import (
+    AccessStrategy,
+    Custom,
+    LatestKnownEvent,
+    RollingState,
+    Snapshot,
+    Unoptimized,
+)
 from app.eventstore.cache import Cache
 from app.eventstore.codec import Codec
 from app.eventstore.cosmos import CosmosEventStore, CosmosStreamStorage, RequestStats, open_event_store
@@ -29,6 +36,7 @@ __all__ = [
     "CorruptStream",
     "CosmosEventStore",
     "CosmosStreamStorage",
+    "Custom",
     "Decider",
     "EventDecodeError",
     "EventStore",

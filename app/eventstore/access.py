@@ -6,6 +6,9 @@
   latest origin event or unfold, so it is one point read of the tip.
 - RollingState: events are not stored at all; the tip's unfolds are the state, replaced on each
   write under the tip's etag. The stream version stays 0; the etag alone orders writes.
+- Custom (Equinox's `AccessStrategy.Custom`): `transmute(events, state)` picks the events to store
+  and the unfolds to write with them (events it drops live on only in the unfolds); `is_origin`
+  says where a load may start. The version counts stored events only.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ from app.eventstore.errors import EventStoreConfigError
 
 __all__ = [
     "AccessStrategy",
+    "Custom",
     "LatestKnownEvent",
     "RollingState",
     "Snapshot",
     "Unoptimized",
     "check_strategy",
+    "folds_stored_events_on",
     "origin_predicate",
-    "unfolds_to_write",
+    "transmute",
 ]
 
 
@@ -49,7 +54,17 @@ class RollingState:
     """Store only ``decider.unfold(state)`` in the tip; decided events are not kept."""
 
 
-AccessStrategy = Unoptimized | LatestKnownEvent | Snapshot | RollingState
+@dataclass(frozen=True)
+class Custom:
+    """Store what `transmute(events, state)` returns: (the decided events to keep in the stream,
+    the unfolds to write in the tip); a load starts from the latest event or unfold `is_origin`
+    accepts. RollingState is `transmute=lambda es, s: ([], unfold(s))`."""
+
+    is_origin: Callable[[Any], bool]
+    transmute: Callable[[Sequence[Any], Any], tuple[Sequence[Any], Sequence[Any]]]
+
+
+AccessStrategy = Unoptimized | LatestKnownEvent | Snapshot | RollingState | Custom
 
 
 def _always(event: Any) -> bool:
@@ -61,7 +76,7 @@ def _never(event: Any) -> bool:
 
 
 def check_strategy(strategy: AccessStrategy, decider: Decider[Any, Any, Any]) -> None:
-    if not isinstance(strategy, Unoptimized | LatestKnownEvent | Snapshot | RollingState):
+    if not isinstance(strategy, Unoptimized | LatestKnownEvent | Snapshot | RollingState | Custom):
         raise EventStoreConfigError(f"unknown access strategy {strategy!r}")
     if isinstance(strategy, Snapshot | RollingState) and decider.unfold is None:
         raise EventStoreConfigError(f"{type(strategy).__name__} access needs a Decider with an unfold")
@@ -72,10 +87,25 @@ def origin_predicate(strategy: AccessStrategy, decider: Decider[Any, Any, Any]) 
         return _never
     if isinstance(strategy, LatestKnownEvent):
         return _always
+    if isinstance(strategy, Custom):
+        return strategy.is_origin
     return decider.is_origin
 
 
-def unfolds_to_write(strategy: AccessStrategy, decider: Decider[Any, Any, Any], state: Any) -> Sequence[Any]:
-    if isinstance(strategy, Snapshot | RollingState) and decider.unfold is not None:
-        return decider.unfold(state)
-    return ()
+def transmute(
+    strategy: AccessStrategy, decider: Decider[Any, Any, Any], events: Sequence[Any], state: Any
+) -> tuple[list[Any], list[Any]]:
+    """(events to store, unfolds to write) for a decision's `events` and the state they lead to."""
+    if isinstance(strategy, Custom):
+        stored, unfolds = strategy.transmute(events, state)
+        return list(stored), list(unfolds)
+    if not isinstance(strategy, Snapshot | RollingState) or decider.unfold is None:
+        return list(events), []
+    unfolded = list(decider.unfold(state))
+    return ([] if isinstance(strategy, RollingState) else list(events)), unfolded
+
+
+def folds_stored_events_on(strategy: AccessStrategy) -> bool:
+    """May a reader holding the state at version v fold the stored events after v to catch up?
+    Not where events are dropped (their effect lives only in the unfolds)."""
+    return not isinstance(strategy, RollingState | Custom)

@@ -20,8 +20,9 @@ from app.eventstore.access import (
     Snapshot,
     Unoptimized,
     check_strategy,
+    folds_stored_events_on,
     origin_predicate,
-    unfolds_to_write,
+    transmute,
 )
 from app.eventstore.cache import Cache, CacheEntry
 from app.eventstore.codec import Codec
@@ -236,7 +237,7 @@ class CategoryStore(Generic[C, S, E]):
         if prior is not None and prior.etag == tip.etag:
             # The embedded endpoint answers the body where real Cosmos answers 304: fold nothing.
             return self._entry(prior.state, prior.version, tip)
-        if prior is not None and not isinstance(self.access, RollingState) and prior.tip is not None:
+        if prior is not None and folds_stored_events_on(self.access) and prior.tip is not None:
             if tip.index <= prior.version <= tip.next_index:
                 since = tip.events[prior.version - tip.index :]
                 state = self.decider.fold(prior.state, self.codec.decode_all(since))
@@ -337,14 +338,11 @@ class CategoryStore(Generic[C, S, E]):
             events = list(decided)
             if not events:
                 return result, current
-            encoded = [self.codec.encode(e, meta) for e in events]
             state = self.decider.fold(current.state, events)
-            rolling = isinstance(self.access, RollingState)
-            version = current.version if rolling else current.version + len(events)
-            unfolds = [
-                EncodedUnfold(version, self.codec.encode(u))
-                for u in unfolds_to_write(self.access, self.decider, state)
-            ]
+            stored, unfolded = transmute(self.access, self.decider, events, state)
+            encoded = [self.codec.encode(e, meta) for e in stored]
+            version = current.version + len(encoded)
+            unfolds = [EncodedUnfold(version, self.codec.encode(u)) for u in unfolded]
             try:
                 tip = await self._write(stream, current, encoded, unfolds)
             except WriteConflict:

@@ -15,6 +15,7 @@ from app.eventstore import (
     Cache,
     CorruptStream,
     CosmosEventStore,
+    Custom,
     EventStore,
     Snapshot,
     StoreOptions,
@@ -215,3 +216,24 @@ async def test_first_load_of_a_missing_stream_is_initial(cosmos: CosmosStore, un
     store = await store_on(cosmos, unique)
     loaded = await store.category("Favorites", fav.DECIDER, fav.CODEC).load(f"Nobody-{unique}")
     assert loaded.state == () and loaded.version == 0 and loaded.etag is None
+
+
+async def test_custom_access_stores_what_transmute_keeps_and_loads_in_one_read(
+    cosmos: CosmosStore, unique: str
+) -> None:
+    """Equinox's Custom strategy on the endpoint: only removals are stored (calved into batches
+    past the tip's limit), the state lives in the tip's unfold, and a load is one point read."""
+    store = await store_on(cosmos, unique, max_events_in_tip=2)
+    stream = f"Favorites-{unique}"
+    custom = Custom(is_origin=fav.is_origin, transmute=fav.keep_removals)
+    writer = store.category("Favorites", fav.DECIDER, fav.CODEC, custom, Cache())
+    for k in range(6):
+        await writer.transact(stream, fav.Add(k, f"n{k}", NOW))
+        if k % 2:
+            await writer.transact(stream, fav.Remove(k))
+    stored = await writer.read_events(stream)
+    assert [(i, e) for i, e in stored] == [(0, fav.Removed(1)), (1, fav.Removed(3)), (2, fav.Removed(5))]
+    store.stats.reset()
+    loaded = await store.category("Favorites", fav.DECIDER, fav.CODEC, custom).load(stream)
+    assert sorted(x.id for x in loaded.state) == [0, 2, 4] and loaded.version == 3
+    assert store.stats.requests == 1

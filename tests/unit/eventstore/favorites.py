@@ -78,6 +78,12 @@ def is_origin(event: Event) -> bool:
     return isinstance(event, Compacted)
 
 
+def keep_removals(events: Sequence[Event], state: State) -> tuple[list[Event], list[Event]]:
+    """A Custom access strategy's transmute: store only removals (an audit trail); the state itself
+    goes into a Compacted unfold."""
+    return [e for e in events if isinstance(e, Removed)], [Compacted(state)]
+
+
 DECIDER: Decider[Command, State, Event] = Decider(
     initial=(), evolve=evolve, decide=decide, unfold=unfold, is_origin=is_origin
 )

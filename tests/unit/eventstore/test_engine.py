@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from app.eventstore import (
     Cache,
     CorruptStream,
+    Custom,
     Decider,
     EventStore,
     EventStoreConfigError,
@@ -34,7 +35,15 @@ from . import favorites as fav
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 # LatestKnownEvent suits deciders whose state is the last event (tested separately below).
-STRATEGIES = [Unoptimized(), Snapshot(), RollingState()]
+STRATEGIES = [
+    Unoptimized(),
+    Snapshot(),
+    RollingState(),
+    Custom(
+        is_origin=fav.is_origin,
+        transmute=lambda es, s: ([e for e in es if isinstance(e, fav.Removed)], fav.unfold(s)),
+    ),
+]
 
 
 def pure_state(commands: Sequence[fav.Command]) -> fav.State:
