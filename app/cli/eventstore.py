@@ -66,8 +66,9 @@ def es() -> None:
 @click.option("--container", default=None, help=CONTAINER_HELP)
 @click.option("--throughput", type=click.IntRange(min=400), default=None, help="RU/s, when it is created.")
 def init(container: str | None, throughput: int | None) -> None:
-    """Create the container (partition key /p) with the indexing policy the store's queries need:
-    event and unfold bodies not indexed. An existing container is left as it is and shown."""
+    """Create the container (partition key /p) with the indexing policy the store's queries need
+    (event and unfold bodies not indexed) and per-item time to live on (for categories given a
+    TTL). An existing container is left as it is and shown."""
     from app.cosmos import open_cosmos
     from app.eventstore.cosmos import INDEXING_POLICY, PARTITION_KEY_PATH
 
@@ -77,13 +78,18 @@ def init(container: str | None, throughput: int | None) -> None:
         cosmos = await open_cosmos(get_settings())
         try:
             proxy = await cosmos.container(
-                name, PARTITION_KEY_PATH, indexing_policy=INDEXING_POLICY, throughput=throughput
+                name,
+                PARTITION_KEY_PATH,
+                item_ttl=True,
+                indexing_policy=INDEXING_POLICY,
+                throughput=throughput,
             )
             props = await proxy.read()
             return {
                 "container": name,
                 "partitionKey": props.get("partitionKey"),
                 "indexingPolicy": props.get("indexingPolicy"),
+                "defaultTtl": props.get("defaultTtl"),  # -1: per-item TTL on; absent: off
             }
         finally:
             await cosmos.close()

@@ -28,6 +28,7 @@ __all__ = [
     "Snapshot",
     "Unoptimized",
     "check_strategy",
+    "check_ttl",
     "folds_stored_events_on",
     "origin_predicate",
     "transmute",
@@ -80,6 +81,20 @@ def check_strategy(strategy: AccessStrategy, decider: Decider[Any, Any, Any]) ->
         raise EventStoreConfigError(f"unknown access strategy {strategy!r}")
     if isinstance(strategy, Snapshot | RollingState) and decider.unfold is None:
         raise EventStoreConfigError(f"{type(strategy).__name__} access needs a Decider with an unfold")
+
+
+def check_ttl(ttl_s: int | None, strategy: AccessStrategy) -> None:
+    """A category's time to live: whole seconds, and only where loads start from the tip (an
+    Unoptimized load reads every batch, and one expired would be missed without a word)."""
+    if ttl_s is None:
+        return
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or ttl_s < 1:
+        raise EventStoreConfigError(f"ttl_s={ttl_s!r}: a category's TTL is a whole number of seconds, >= 1")
+    if isinstance(strategy, Unoptimized):
+        raise EventStoreConfigError(
+            "a category TTL needs an access strategy that loads from the tip (Snapshot, RollingState, "
+            "LatestKnownEvent or Custom): Unoptimized reads every batch, and expired ones would be missed"
+        )
 
 
 def origin_predicate(strategy: AccessStrategy, decider: Decider[Any, Any, Any]) -> Callable[[Any], bool]:

@@ -245,6 +245,9 @@ async def open_event_store(
     *,
     query_max_items: int = 10,
 ) -> CosmosEventStore:
-    """The event store on ``container`` (created with partition key /p if missing)."""
-    proxy = await cosmos.container(container, PARTITION_KEY_PATH, indexing_policy=INDEXING_POLICY)
+    """The event store on ``container`` (created with partition key /p if missing, and per-item
+    time to live on, so that categories given a TTL expire; documents without one never do)."""
+    proxy = await cosmos.container(
+        container, PARTITION_KEY_PATH, item_ttl=True, indexing_policy=INDEXING_POLICY
+    )
     return CosmosEventStore(proxy, options, query_max_items=query_max_items)

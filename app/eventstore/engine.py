@@ -20,6 +20,7 @@ from app.eventstore.access import (
     Snapshot,
     Unoptimized,
     check_strategy,
+    check_ttl,
     folds_stored_events_on,
     origin_predicate,
     transmute,
@@ -34,8 +35,7 @@ from app.eventstore.model import (
     EncodedUnfold,
     TipDocument,
     check_stream_name,
-    plan_append,
-    plan_unfold_only,
+    plan_write,
 )
 from app.eventstore.ports import NOT_MODIFIED, StreamStorage, WriteConflict
 from app.waiting import after_conflict
@@ -91,8 +91,13 @@ class EventStore:
         codec: Codec[E],
         access: AccessStrategy | None = None,
         cache: Cache | None = None,
+        *,
+        ttl_s: int | None = None,
     ) -> CategoryStore[C, S, E]:
-        return CategoryStore(self, name, decider, codec, access or Snapshot(), cache)
+        """`ttl_s`: the category's streams expire that long after their last write (Cosmos DB's
+        per-item TTL; a calved batch that long after it was calved). Not for Unoptimized access,
+        whose loads need every batch."""
+        return CategoryStore(self, name, decider, codec, access or Snapshot(), cache, ttl_s)
 
 
 class CategoryStore(Generic[C, S, E]):
@@ -106,8 +111,11 @@ class CategoryStore(Generic[C, S, E]):
         codec: Codec[E],
         access: AccessStrategy,
         cache: Cache | None,
+        ttl_s: int | None = None,
     ) -> None:
         check_strategy(access, decider)
+        check_ttl(ttl_s, access)
+        self.ttl_s = ttl_s
         self.name = name
         self.decider = decider
         self.codec = codec
@@ -370,18 +378,17 @@ class CategoryStore(Generic[C, S, E]):
         self, stream: str, current: CacheEntry, events: list[Any], unfolds: list[EncodedUnfold]
     ) -> TipDocument:
         opts = self._options
-        if isinstance(self.access, RollingState):
-            new_tip, calved = plan_unfold_only(stream, current.tip, unfolds), None
-        else:
-            plan = plan_append(
-                stream,
-                current.tip,
-                events,
-                unfolds,
-                max_events=opts.max_events_in_tip,
-                max_json_bytes=opts.max_tip_json_bytes,
-            )
-            new_tip, calved = plan.tip, plan.calved
+        plan = plan_write(
+            stream,
+            current.tip,
+            events,
+            unfolds,
+            rolling=isinstance(self.access, RollingState),
+            max_events=opts.max_events_in_tip,
+            max_json_bytes=opts.max_tip_json_bytes,
+            ttl_s=self.ttl_s,
+        )
+        new_tip, calved = plan.tip, plan.calved
         if calved is not None:
             await self._storage.write_batch(calved)
         if current.tip is None:

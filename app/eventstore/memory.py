@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from app.eventstore.model import TIP_ID, BatchDocument, TipDocument, parse_batch, parse_tip
@@ -21,8 +22,14 @@ __all__ = ["MemoryStreamStorage"]
 class MemoryStreamStorage:
     """Documents keyed by (stream, id); etags are a global counter."""
 
-    def __init__(self, page_size: int = 10, compress_unfolds_min_bytes: int = 256) -> None:
+    def __init__(
+        self,
+        page_size: int = 10,
+        compress_unfolds_min_bytes: int = 256,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.documents: dict[tuple[str, str], dict[str, Any]] = {}
+        self.clock = clock
         self.requests = 0
         self.page_size = page_size
         self.compress_unfolds_min_bytes = compress_unfolds_min_bytes
@@ -36,7 +43,19 @@ class MemoryStreamStorage:
     def _stamp(self, body: dict[str, Any]) -> str:
         etag = f'"{next(self._etags)}"'
         body["_etag"] = etag
+        body["_ts"] = self.clock()  # when it was last written, as Cosmos DB keeps it
         return etag
+
+    def expire_items(self) -> int:
+        """What Cosmos DB does in the background: drop every document whose `ttl` has passed
+        since its last write. Returns how many went."""
+        now = self.clock()
+        gone = [
+            key for key, body in self.documents.items() if "ttl" in body and body["_ts"] + body["ttl"] <= now
+        ]
+        for key in gone:
+            del self.documents[key]
+        return len(gone)
 
     async def read_tip(self, stream: str, known_etag: str | None) -> TipDocument | NotModified | None:
         await self._request()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,19 +93,21 @@ class BatchDocument:
     stream: str
     index: int
     events: tuple[EncodedEvent, ...]
+    ttl: int | None = None  # Cosmos DB's per-item time to live (s after the last write); None: kept
 
     @property
     def next_index(self) -> int:
         return self.index + len(self.events)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "p": self.stream,
             "id": str(self.index),
             "i": self.index,
             "n": self.next_index,
             "e": [e.to_json() for e in self.events],
         }
+        return body if self.ttl is None else {**body, "ttl": self.ttl}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +119,14 @@ class TipDocument:
     events: tuple[EncodedEvent, ...]
     unfolds: tuple[EncodedUnfold, ...] = ()
     etag: str | None = None
+    ttl: int | None = None  # as BatchDocument.ttl
 
     @property
     def next_index(self) -> int:
         return self.index + len(self.events)
 
     def to_json(self, compress_min_bytes: int) -> dict[str, Any]:
-        return {
+        body = {
             "p": self.stream,
             "id": TIP_ID,
             "i": self.index,
@@ -131,6 +134,7 @@ class TipDocument:
             "e": [e.to_json() for e in self.events],
             "u": [u.to_json(compress_min_bytes) for u in self.unfolds],
         }
+        return body if self.ttl is None else {**body, "ttl": self.ttl}
 
 
 def _corrupt(stream: str, doc_id: object, reason: str) -> CorruptStream:
@@ -251,6 +255,31 @@ def plan_append(
     calved = BatchDocument(stream, tip.index, tip.events)
     kept = supersede(tip.unfolds, unfolds, tip.next_index)
     return AppendPlan(calved, TipDocument(stream, tip.next_index, tuple(events), kept))
+
+
+def plan_write(
+    stream: str,
+    tip: TipDocument | None,
+    events: Sequence[EncodedEvent],
+    unfolds: Sequence[EncodedUnfold],
+    *,
+    rolling: bool,
+    max_events: int,
+    max_json_bytes: int,
+    ttl_s: int | None,
+) -> AppendPlan:
+    """What a sync writes (`plan_unfold_only` where the tip keeps its events, else `plan_append`),
+    every document carrying the category's time to live (None: kept until deleted). A tip
+    rewritten by each write lives while its stream is written; a calved batch expires `ttl_s`
+    after it was calved, as if pruned."""
+    if rolling:
+        plan = AppendPlan(None, plan_unfold_only(stream, tip, unfolds))
+    else:
+        plan = plan_append(stream, tip, events, unfolds, max_events=max_events, max_json_bytes=max_json_bytes)
+    if ttl_s is None:
+        return plan
+    calved = None if plan.calved is None else replace(plan.calved, ttl=ttl_s)
+    return AppendPlan(calved, replace(plan.tip, ttl=ttl_s))
 
 
 def plan_unfold_only(stream: str, tip: TipDocument | None, unfolds: Sequence[EncodedUnfold]) -> TipDocument:

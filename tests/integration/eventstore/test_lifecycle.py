@@ -17,6 +17,7 @@ import pytest
 from app.cosmos import CosmosStore
 from app.crashpoints import InjectedFault, armed
 from app.eventstore import Cache, Snapshot, StoreOptions, open_event_store
+from app.eventstore.cosmos import PARTITION_KEY_PATH
 from tests.unit.eventstore import favorites as fav
 
 pytestmark = pytest.mark.integration
@@ -106,3 +107,21 @@ async def test_init_creates_the_container_with_its_indexing_policy_and_stats_sur
     query = await answer(cosmos, "stats", "--container", container, "--category", "Favorites")
     assert sorted(s["stream"] for s in query["matching"]) == [f"Favorites-a{unique}", f"Favorites-b{unique}"]
     assert {s["stream"]: s["version"] for s in query["matching"]}[f"Favorites-a{unique}"] == 5
+
+
+async def test_a_category_ttl_is_stored_on_every_document_of_a_container_with_item_ttl_on(
+    cosmos: CosmosStore, unique: str
+) -> None:
+    """The endpoint keeps TTLs but never expires (real Cosmos DB does; the expiry itself is the
+    memory store's unit test): what is checked here is what Cosmos DB acts on."""
+    container = f"es-ttl-{unique}"
+    created = await answer(cosmos, "init", "--container", container)
+    assert created["defaultTtl"] == -1, "per-item time to live on, nothing expiring by default"
+    store = await open_event_store(cosmos, container, StoreOptions(max_events_in_tip=2))
+    stream = f"Favorites-t{unique}"
+    category = store.category("Favorites", fav.DECIDER, fav.CODEC, Snapshot(), ttl_s=3600)
+    for i in range(3):
+        await category.transact(stream, fav.Add(i, "x", NOW))
+    proxy = await cosmos.container(container, PARTITION_KEY_PATH)
+    documents = [doc async for doc in proxy.query_items("SELECT * FROM c", partition_key=stream)]
+    assert len(documents) == 2 and {doc["ttl"] for doc in documents} == {3600}  # a batch and the tip
