@@ -26,6 +26,7 @@ from app.eventstore.errors import (
     SyncConflict,
     UnknownEventCase,
 )
+from app.eventstore.feed import FeedEvent, feed_events
 from app.eventstore.memory import MemoryStreamStorage
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "EventDecodeError",
     "EventStore",
     "EventStoreConfigError",
+    "FeedEvent",
     "InvalidStreamName",
     "LatestKnownEvent",
     "Loaded",
@@ -53,5 +55,6 @@ __all__ = [
     "SyncConflict",
     "UnknownEventCase",
     "Unoptimized",
+    "feed_events",
     "open_event_store",
 ]

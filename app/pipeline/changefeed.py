@@ -5,6 +5,10 @@ from before its page and the page's last entry the token after it: a restart aft
 page reached the commit log reads that page again (duplicates, never a gap). Latest-version mode
 shows each document once, at its latest version, and no deletes: mirror deletes by a soft-delete
 field (and a TTL on the container), as Cosmos DB advises.
+
+With `events: true` the container is an event store's: each entry is one event (stream, index,
+case, data, meta, time; document key `<stream>/<index>`), in index order per stream
+(`app.eventstore.feed`), optionally of one category only.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from typing import Any
 import orjson
 
 from app.cosmos.client import CosmosStore, open_cosmos
+from app.eventstore.errors import CorruptStream
+from app.eventstore.feed import feed_events
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.model import Message, Mode, NewEntry, Op
 from app.pipeline.offsets import ReaderState
 from app.pipeline.source_kit import now_ms
 from app.settings import Settings
 
-__all__ = ["CosmosFeedSource", "feed_entries", "range_key"]
+__all__ = ["CosmosFeedSource", "event_entries", "feed_entries", "range_key"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,37 @@ def feed_entries(
     return entries
 
 
+def event_entries(
+    namespace: str,
+    where: str,
+    before: str | None,
+    after: str,
+    items: list[dict[str, Any]],
+    category: str | None,
+) -> list[NewEntry]:
+    """One page of an event store's feed as one entry per event; the page's last entry moves the
+    range's token past the page (a page without events of the category: a command entry that
+    does). A document that does not parse is left out with a warning: the reader never stops on it."""
+    entries = []
+    for item in items:
+        try:
+            events = feed_events(item, category)
+        except CorruptStream as exc:
+            log.warning("%s: an event-store document left out of the feed: %s", namespace, exc)
+            continue
+        ts = int(item.get("_ts") or 0) * 1000 or now_ms()
+        entries += [
+            NewEntry(Message(Op.INSERT, ts, namespace, e.as_dict()), Mode.SYNC, {where: before}, e.key)
+            for e in events
+        ]
+    if not entries:
+        return [
+            NewEntry(Message(Op.COMMAND, now_ms(), namespace, {"feed": "page"}), Mode.SYNC, {where: after})
+        ]
+    entries[-1].position = {where: after}
+    return entries
+
+
 class CosmosFeedSource:
     """Every change of one container, from the beginning (default) or from now, without end (with
     `until_caught_up`, until a round over the feed finds nothing new)."""
@@ -75,6 +112,8 @@ class CosmosFeedSource:
         self.poll_s = float(options.get("poll_s", 1.0))
         # A soft-delete flag: a document whose field is truthy reaches the writers as a delete.
         self.deleted_field = str(options["deleted_field"]) if options.get("deleted_field") else None
+        self.events = bool(options.get("events", False))
+        self.category = str(options["category"]) if options.get("category") and self.events else None
         self.batch_size = batch_size
         self._store: CosmosStore | None = None
 
@@ -132,6 +171,8 @@ class CosmosFeedSource:
     def _entries(
         self, where: str, before: str | None, after: str, items: list[dict[str, Any]]
     ) -> list[NewEntry]:
+        if self.events:
+            return event_entries(self.namespace, where, before, after, items, self.category)
         entries = feed_entries(self.namespace, where, before, after, items, self.id_field)
         if self.deleted_field:
             for entry, item in zip(entries, items, strict=True):

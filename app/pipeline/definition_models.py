@@ -180,6 +180,14 @@ class CosmosReader(_Model):
     start: Literal["beginning", "now"] = "beginning"
     poll_s: Seconds = 1.0
     deleted_field: str | None = None
+    events: bool = Field(False, strict=True, description="an event store's container: one entry per event")
+    category: str | None = Field(None, description="with events: only this category's streams")
+
+    @model_validator(mode="after")
+    def _category_with_events(self) -> Self:
+        if self.category is not None and not self.events:
+            raise ValueError("category needs events: true (an event store's container)")
+        return self
 
 
 class JsonlReader(_Model):

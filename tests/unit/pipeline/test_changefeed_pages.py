@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.pipeline.changefeed import feed_entries, range_key
+from app.pipeline.changefeed import event_entries, feed_entries, range_key
 from app.pipeline.model import Op
 
 
@@ -26,3 +26,39 @@ def test_range_keys_are_stable() -> None:
     a = {"Range": {"min": "", "max": "FF", "isMinInclusive": True, "isMaxInclusive": False}}
     b = {"Range": {"isMaxInclusive": False, "max": "FF", "isMinInclusive": True, "min": ""}}
     assert range_key(a) == range_key(b) and range_key(a).startswith("feed:")
+
+
+def _tip(stream: str, index: int, count: int) -> dict[str, object]:
+    events = [{"c": "Added", "d": {"n": index + k}, "m": None, "t": "t"} for k in range(count)]
+    return {"p": stream, "id": "-1", "i": index, "n": index + count, "e": events, "u": [], "_ts": 7}
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=6), st.data())
+def test_an_event_store_page_gives_an_entry_per_event_and_a_cut_page_resumes_before_it(
+    counts: list[int], data: st.DataObject
+) -> None:
+    items = [_tip(f"Favorites-{i}", 0, n) for i, n in enumerate(counts)]
+    entries = event_entries("events", "feed:r", "t1", "t2", items, None)
+    keys = [f"Favorites-{i}/{k}" for i, n in enumerate(counts) for k in range(n)]
+    if not keys:  # no event on the page: one command entry still moves the token past it
+        assert [(e.message.op, e.position) for e in entries] == [(Op.COMMAND, {"feed:r": "t2"})]
+        return
+    assert [e.doc_key for e in entries] == keys
+    assert all(e.message.op is Op.INSERT and e.message.timestamp_ms == 7000 for e in entries)
+    confirmed = data.draw(st.integers(1, len(entries)))
+    assert entries[confirmed - 1].position["feed:r"] == ("t2" if confirmed == len(entries) else "t1")
+
+
+def test_an_event_store_page_of_one_category_and_a_corrupt_document() -> None:
+    corrupt = {**_tip("Favorites-x", 0, 2), "n": 5}  # 'n' disagrees with its events
+    items = [_tip("Other-y", 0, 2), corrupt, _tip("Favorites-z", 3, 1)]
+    entries = event_entries("events", "feed:r", "t1", "t2", items, "Favorites")
+    assert [e.doc_key for e in entries] == ["Favorites-z/3"]
+    assert entries[0].message.data == {
+        "stream": "Favorites-z",
+        "index": 3,
+        "case": "Added",
+        "data": {"n": 3},
+        "meta": None,
+        "time": "t",
+    }

@@ -299,3 +299,10 @@ def test_any_unknown_key_at_any_level_is_refused_by_name(
     problems = _problems(raw)
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"{path}{key}: unknown key {key!r}"), problems
+
+
+def test_a_change_feed_category_needs_the_event_store_mode() -> None:
+    reader = {"type": "cosmos", "container": "events", "category": "Favorites"}
+    [problem] = _problems({**_base(), "reader": reader})
+    assert problem.startswith("reader") and "category needs events: true" in problem
+    definition_from_mapping({**_base(), "reader": {**reader, "events": True}})
