@@ -1,4 +1,5 @@
-"""The schema of a pipeline definition: one pydantic model per reader, writer and step kind.
+"""The schema of a pipeline definition: one pydantic model per reader (app.pipeline.reader_models),
+writer and step kind, on the value types of app.pipeline.definition_types.
 
 Every model refuses keys it does not know (`extra="forbid"`) and checks each value's type; the
 defaults are the ones the readers and writers apply (`app/pipeline/readers.py`, `binlog.py`,
@@ -13,28 +14,45 @@ A transform reference is checked as text here; when the validation context holds
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
-    ValidationInfo,
-    WithJsonSchema,
     model_validator,
 )
 
 from app.pipeline.builtin_transforms import SkipOperator
+from app.pipeline.definition_types import (
+    NAME_PATTERN,
+    Columns,
+    Model,
+    Name,
+    Regex,
+    Seconds,
+    TransformRef,
+    callable_steps,
+    one_or_list,
+    top_level_path,
+)
+from app.pipeline.reader_models import (
+    BinlogReader,
+    CompositeReader,
+    CosmosReader,
+    JsonlReader,
+    KafkaTopicReader,
+    MysqlReader,
+)
 from app.pipeline.tolerance import ErrorsTolerance
 
 __all__ = [
     "CHAIN_KEYS",
+    "NAME_PATTERN",
     "READER_MODELS",
     "STEP_MODELS",
     "WRITER_MODELS",
@@ -49,168 +67,17 @@ __all__ = [
     "definition_schema",
 ]
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
-_NAME = re.compile(NAME_PATTERN)
-
-
-def _name(value: str) -> str:
-    if not _NAME.match(value):
-        raise ValueError(
-            f"must be 1-100 letters, digits, '_' or '-' (a letter or digit first), got {value!r:.60}"
-        )
-    return value
-
-
-def _regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"bad regex {value!r}: {exc}") from exc
-    return value
-
-
-def _partition_key(value: str) -> str:
-    if not re.fullmatch(r"/[^/]+", value):
-        raise ValueError(f"{value!r}: use a top-level path like /id")
-    return value
-
-
-def _one_or_list(value: Any) -> Any:
-    """A single string is one column (or table), never its characters."""
-    return [value] if isinstance(value, str) else value
-
-
-def _tables(value: Any) -> Any:
-    value = _one_or_list(value)
-    if isinstance(value, list):
-        return [{"name": item} if isinstance(item, str) else item for item in value]
-    return value
-
-
-def _transform_ref(value: Any, info: ValidationInfo) -> Any:
-    if not callable(value) and not (isinstance(value, str) and ":" in value):
-        raise ValueError(f"transform {value!r} must be 'module:function' or 'file.py:function'")
-    context = info.context if isinstance(info.context, Mapping) else {}
-    load: Callable[[Any], Any] | None = context.get("load_transform")
-    return value if load is None else load(value)
-
-
-def _callable_steps(value: Any) -> Any:
-    """A Python definition may give a step as a bare callable: the transform it is."""
-    if isinstance(value, list):
-        return [{"transform": item} if callable(item) else item for item in value]
-    return value
-
-
-Name = Annotated[str, Field(strict=True, json_schema_extra={"pattern": NAME_PATTERN}), AfterValidator(_name)]
-Regex = Annotated[str, AfterValidator(_regex)]
-Seconds = Annotated[float, Field(strict=True, ge=0)]
-Columns = Annotated[list[str], BeforeValidator(_one_or_list, json_schema_input_type=str | list[str])]
-TransformRef = Annotated[
-    Any,
-    AfterValidator(_transform_ref),
-    WithJsonSchema({"type": "string", "pattern": ":", "description": "module:function or file.py:function"}),
-]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
-
-
-# -- readers -------------------------------------------------------------------------------------
-
-
-class CompositeReader(_Model):
-    """Every storage topic of a composite topic."""
-
-    type: Literal["composite"]
-    topic: str
-    namespace: str | None = Field(None, description="default: the topic")
-    id_field: str = "id"
-    group_field: str | None = None
-    start: Literal["earliest", "latest"] = "earliest"
-
-
-class KafkaTopicReader(_Model):
-    """Every partition of a plain Kafka topic (not a composite one)."""
-
-    type: Literal["kafka"]
-    topic: str
-    namespace: str | None = Field(None, description="default: the topic")
-    id_field: str = "id"
-    group_field: str | None = Field(None, description="the record key goes into this field of the data")
-    start: Literal["earliest", "latest"] = "earliest"
-
-
-class MysqlTable(_Model):
-    name: str
-    sync_column: str | None = None
-    primary_key: Columns | None = Field(None, description="default: the table's primary key")
-
-
-class MysqlReader(_Model):
-    """Copy, then sync by a growing column, per table."""
-
-    type: Literal["mysql"]
-    tables: Annotated[
-        list[MysqlTable], BeforeValidator(_tables, json_schema_input_type=str | list[str | MysqlTable])
-    ]
-    database: str | None = Field(None, description="default: MYSQL_URL's database")
-    poll_s: Seconds = 1.0
-
-
-class BinlogReader(_Model):
-    """Change data capture from a MySQL/MariaDB binlog."""
-
-    type: Literal["binlog"]
-    tables: Annotated[Regex, Field(min_length=1, description="a regex over 'database.table' names")]
-    url: str | None = Field(None, description="default: BINLOG_MYSQL_URL")
-    snapshot: bool = Field(True, strict=True)
-    server_id: int | None = Field(None, strict=True, ge=1, le=2**32 - 1, description="default: derived")
-
-
-class CosmosReader(_Model):
-    """A Cosmos DB container's change feed."""
-
-    type: Literal["cosmos"]
-    container: str
-    database: str | None = Field(None, description="default: COSMOS_DATABASE")
-    namespace: str | None = Field(None, description="default: the container")
-    id_field: str = "id"
-    start: Literal["beginning", "now"] = "beginning"
-    poll_s: Seconds = 1.0
-    deleted_field: str | None = None
-    events: bool = Field(False, strict=True, description="an event store's container: one entry per event")
-    category: str | None = Field(None, description="with events: only this category's streams")
-
-    @model_validator(mode="after")
-    def _category_with_events(self) -> Self:
-        if self.category is not None and not self.events:
-            raise ValueError("category needs events: true (an event store's container)")
-        return self
-
-
-class JsonlReader(_Model):
-    """A JSON-lines file."""
-
-    type: Literal["jsonl"]
-    path: str
-    namespace: str | None = Field(None, description="default: the file's stem")
-    follow: bool = Field(False, strict=True)
-    poll_s: Seconds = 1.0
-
-
 # -- steps ---------------------------------------------------------------------------------------
 
 
-class NamespaceStepModel(_Model):
+class NamespaceStepModel(Model):
     """Passes the messages whose namespace the regex matches (searched)."""
 
     TAG: ClassVar[str] = "namespace"
     namespace: Regex
 
 
-class TransformStepModel(_Model):
+class TransformStepModel(Model):
     """A function Message -> Message | None (None drops the message)."""
 
     TAG: ClassVar[str] = "transform"
@@ -221,34 +88,34 @@ FieldName = Annotated[str, Field(min_length=1)]
 Fields = Annotated[list[FieldName], Field(min_length=1)]
 
 
-class PickStepModel(_Model):
+class PickStepModel(Model):
     """Keeps only these fields of each message's data."""
 
     TAG: ClassVar[str] = "pick"
-    pick: Annotated[Fields, BeforeValidator(_one_or_list, json_schema_input_type=str | list[str])]
+    pick: Annotated[Fields, BeforeValidator(one_or_list, json_schema_input_type=str | list[str])]
 
 
-class OmitStepModel(_Model):
+class OmitStepModel(Model):
     """Drops these fields of each message's data."""
 
     TAG: ClassVar[str] = "omit"
-    omit: Annotated[Fields, BeforeValidator(_one_or_list, json_schema_input_type=str | list[str])]
+    omit: Annotated[Fields, BeforeValidator(one_or_list, json_schema_input_type=str | list[str])]
 
 
-class RenameStepModel(_Model):
+class RenameStepModel(Model):
     """Renames fields of each message's data: {old: new}."""
 
     TAG: ClassVar[str] = "rename"
     rename: Annotated[dict[FieldName, FieldName], Field(min_length=1)]
 
 
-class SkipRule(_Model):
+class SkipRule(Model):
     field: FieldName
     operator: SkipOperator
     match: Any
 
 
-class SkipStepModel(_Model):
+class SkipStepModel(Model):
     """Passes a message only when `data[field] operator match` holds (Transporter's skip)."""
 
     TAG: ClassVar[str] = "skip"
@@ -282,9 +149,9 @@ Step = Annotated[
 # -- writers -------------------------------------------------------------------------------------
 
 
-class _Writer(_Model):
+class _Writer(Model):
     name: Name
-    steps: Annotated[list[Step], BeforeValidator(_callable_steps)] | None = Field(
+    steps: Annotated[list[Step], BeforeValidator(callable_steps)] | None = Field(
         None, description="the ordered chain; or the shorthand namespace + transforms"
     )
     namespace: Regex | None = Field(None, description="shorthand: one filter first (default .*)")
@@ -315,7 +182,7 @@ class CosmosWriter(_Writer):
     container: str
     database: str | None = Field(None, description="default: COSMOS_DATABASE")
     partition_key: Annotated[
-        str, AfterValidator(_partition_key), Field(json_schema_extra={"pattern": "^/[^/]+$"})
+        str, AfterValidator(top_level_path), Field(json_schema_extra={"pattern": "^/[^/]+$"})
     ] = "/id"
     id_field: str = "id"
     concurrency: int = Field(32, strict=True, ge=1)
@@ -337,7 +204,7 @@ class JsonlWriter(_Writer):
     path: str
 
 
-READER_MODELS: dict[str, type[_Model]] = {
+READER_MODELS: dict[str, type[Model]] = {
     "binlog": BinlogReader,
     "composite": CompositeReader,
     "cosmos": CosmosReader,
@@ -371,7 +238,7 @@ Reader = Annotated[
 Writer = Annotated[MysqlWriter | CosmosWriter | KafkaWriter | JsonlWriter, Field(discriminator="type")]
 
 
-class PipelineModel(_Model):
+class PipelineModel(Model):
     """A pipeline (the Transporter design): one reader, a commit log, writers each behind its chain."""
 
     model_config = ConfigDict(title="hubstream pipeline definition")
