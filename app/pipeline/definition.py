@@ -12,6 +12,7 @@ YAML::
           - namespace: "^data-available$"
           - transform: examples.pipelines.transforms:flatten
         errors_tolerance: none     # all: failed transforms/conversions go to the dead-letter topic
+        retry: {attempts: 5, min_backoff_s: 1, max_backoff_s: 60}   # a failed write, record by record
 
 A Python module defines `PIPELINE`: a `PipelineDefinition` or the same mapping as the YAML
 (transforms may then be callables).
@@ -50,7 +51,7 @@ from app.pipeline.definition_models import (
     StepModel,
 )
 from app.pipeline.errors import InvalidDefinition, UnknownWriter
-from app.pipeline.tolerance import ErrorsTolerance
+from app.pipeline.tolerance import ErrorsTolerance, WriteRetry
 
 __all__ = [
     "READER_OPTIONS",
@@ -87,6 +88,7 @@ class WriterSpec:
     component: ComponentSpec
     branch: Branch
     errors_tolerance: ErrorsTolerance = ErrorsTolerance.NONE
+    retry: WriteRetry | None = None  # a failed write tried again record by record first
 
     def __post_init__(self) -> None:  # a Python definition may give the tolerance as text
         tolerance = ErrorsTolerance.parse(self.errors_tolerance, f"writer {self.name}")
@@ -189,6 +191,7 @@ def definition_from_mapping(raw: Any, base_dir: Path | None = None) -> PipelineD
             ComponentSpec(w.type, _options(w, CHAIN_KEYS | {"type"})),
             Branch(w.name, _steps(w)),
             w.errors_tolerance,
+            WriteRetry(**w.retry.model_dump()) if w.retry is not None else None,
         )
         for w in model.writers
     )

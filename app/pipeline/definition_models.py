@@ -149,6 +149,20 @@ Step = Annotated[
 # -- writers -------------------------------------------------------------------------------------
 
 
+class WriteRetryModel(Model):
+    """A failed write tried again record by record before errors_tolerance decides."""
+
+    attempts: int = Field(3, strict=True, ge=1, le=100, description="tries of each record's write")
+    min_backoff_s: Seconds = Field(0.5, description="wait after the first failed try, doubling")
+    max_backoff_s: Seconds = Field(30.0, description="the longest wait between tries")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.min_backoff_s > self.max_backoff_s:
+            raise ValueError("min_backoff_s must not be above max_backoff_s")
+        return self
+
+
 class _Writer(Model):
     name: Name
     steps: Annotated[list[Step], BeforeValidator(callable_steps)] | None = Field(
@@ -157,6 +171,7 @@ class _Writer(Model):
     namespace: Regex | None = Field(None, description="shorthand: one filter first (default .*)")
     transforms: list[TransformRef] | None = Field(None, description="shorthand: after the filter")
     errors_tolerance: ErrorsTolerance = ErrorsTolerance.NONE
+    retry: WriteRetryModel | None = None
 
     @model_validator(mode="after")
     def _one_chain(self) -> Self:
@@ -229,7 +244,7 @@ STEP_MODELS: dict[str, type[StepModel]] = {
     "rename": RenameStepModel,
     "skip": SkipStepModel,
 }
-CHAIN_KEYS = frozenset({"name", "steps", "namespace", "transforms", "errors_tolerance"})
+CHAIN_KEYS = frozenset({"name", "steps", "namespace", "transforms", "errors_tolerance", "retry"})
 
 Reader = Annotated[
     CompositeReader | KafkaTopicReader | MysqlReader | BinlogReader | CosmosReader | JsonlReader,

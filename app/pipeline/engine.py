@@ -25,7 +25,7 @@ from app.pipeline.ports import CommitLog, DeadLetterQueue, Sink, Source, StateSt
 from app.pipeline.runtime_parts import WriterSlot, _Flags, describe
 from app.pipeline.source_appends import SourceAppends
 from app.pipeline.tail import LogTail
-from app.pipeline.tolerance import ErrorsTolerance
+from app.pipeline.tolerance import ErrorsTolerance, WriteRetry
 from app.pipeline.writer_controls import WriterControls
 from app.pipeline.writer_runs import WriterRuns
 
@@ -58,6 +58,7 @@ class PipelineRuntime(SourceAppends, WriterRuns, WriterControls):
         errors_tolerance: Mapping[str, ErrorsTolerance] | None = None,
         dead_letters: DeadLetterQueue | None = None,
         appends_in_flight: int = APPENDS_IN_FLIGHT,
+        write_retries: Mapping[str, WriteRetry] | None = None,
     ) -> None:
         self.name = name
         self.log = log_
@@ -76,6 +77,8 @@ class PipelineRuntime(SourceAppends, WriterRuns, WriterControls):
                         f"pipeline {self.name}: writer {name} tolerates errors but has no dead-letter queue"
                     )
                 self.slots[name].dead_letter = DeadLettering(self.name, name, dead_letters)
+        for name, retry in (write_retries or {}).items():
+            self.slots[name].retry = retry
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self.flush_interval_s = flush_interval_s

@@ -11,6 +11,7 @@ from app.pipeline.bulk import DeadLettering
 from app.pipeline.chain import Branch
 from app.pipeline.offsets import WriterState
 from app.pipeline.ports import Sink
+from app.pipeline.tolerance import WriteRetry
 
 __all__ = ["WriterSlot", "describe"]
 
@@ -29,6 +30,7 @@ class WriterSlot:
     stopped_at: float | None = None
     received: int = 0
     dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
+    retry: WriteRetry | None = None  # a failed bulk is replayed at once, each record tried this often
     paused: bool = False  # by the operator: not restarted until resumed
 
     @property

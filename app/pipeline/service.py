@@ -175,6 +175,7 @@ class PipelineHost:
             flush_interval_s=definition.flush_interval_s or self.settings.offset_flush_interval_s,
             restart_after_s=definition.restart_after_s,
             errors_tolerance={w.name: w.errors_tolerance for w in definition.writers},
+            write_retries={w.name: w.retry for w in definition.writers if w.retry is not None},
             dead_letters=self._dead_letters(),
         )
         tune_garbage_collector()

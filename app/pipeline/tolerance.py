@@ -2,8 +2,11 @@
 
 `none` (the default): a record that fails stops the writer, as the seed says. `all`: a record that
 fails in a transform or in the sink's conversion goes to the pipeline's dead-letter topic with
-`hs-*` context headers, and the writer goes on past it. A write the target refuses is not
-tolerated: it stops the writer either way (one-at-a-time replay, then stop at the refused record).
+`hs-*` context headers, and the writer goes on past it. A write the target refuses stops the writer
+(one-at-a-time replay, then stop at the refused record), unless the writer has a `retry`: then a
+failed bulk is replayed one record at a time at once, each record's write tried `attempts` times
+with exponential backoff, and only then does the tolerance decide (`all`: to the dead-letter
+topic with stage `write`; `none`: the writer stops).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "ErrorsTolerance",
     "Failure",
     "Stage",
+    "WriteRetry",
     "dead_letter",
     "dead_letter_context",
 ]
@@ -49,6 +53,27 @@ class Stage(enum.StrEnum):
 
     TRANSFORM = "transform"
     CONVERT = "convert"
+    WRITE = "write"  # the sink refused the record's write every time the writer's retry tried it
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRetry:
+    """How often a writer tries a record's write before its tolerance decides, and the waits between
+    the tries: `min_backoff_s`, doubling, at most `max_backoff_s`."""
+
+    attempts: int = 3
+    min_backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not (self.attempts >= 1 and 0 <= self.min_backoff_s <= self.max_backoff_s):
+            raise InvalidDefinition(
+                f"retry: attempts >= 1 and 0 <= min_backoff_s <= max_backoff_s, got {self!r}"
+            )
+
+    def backoff_s(self, failed_attempts: int) -> float:
+        """The wait after the `failed_attempts`-th failed try (1, 2, ...)."""
+        return float(min(self.max_backoff_s, self.min_backoff_s * 2.0 ** (failed_attempts - 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The writers' part of a running pipeline (`PipelineRuntime`, app.pipeline.engine): one task per
 writer reading the log from its own offset (from the tail while it is caught up), bulks written
 and confirmed oldest first, a failed bulk stopping the writer, and its failed range replayed one
-message at a time."""
+message at a time. A writer with a `retry` replays a failed bulk at once, each record's write
+tried as its retry says before its tolerance decides (app.pipeline.tolerance)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.pipeline.model import LogEntry, entry_text
 from app.pipeline.ports import CommitLog, Cursor
 from app.pipeline.runtime_parts import WriterSlot, _Flags, describe
 from app.pipeline.tail import LogTail, TailCursor
+from app.pipeline.tolerance import Failure, Stage
 
 __all__ = ["WriterRuns"]
 
@@ -56,6 +58,16 @@ class WriterRuns:
         return TailCursor(self.log, self.tail, slot.state.next_offset)
 
     async def _run_writer(self, slot: WriterSlot) -> None:
+        """Writes from the writer's offset; with a retry, a failed bulk sends it round again into the
+        one-at-a-time replay instead of stopping it."""
+        while True:
+            await self._write_from_offset(slot)
+            if slot.retry is None or slot.state.failed is None or self.flags.stopping or slot.paused:
+                return
+            if slot.stopped_at is not None:  # the replay itself gave up on a record
+                return
+
+    async def _write_from_offset(self, slot: WriterSlot) -> None:
         cursor = self._cursor(slot)
         fetching: asyncio.Task[list[LogEntry]] | None = None
         sending = Sending(slot.sink, functools.partial(self._confirmed, slot))
@@ -91,6 +103,13 @@ class WriterRuns:
         """The offset moves past a confirmed bulk; a failed one stops the writer and is replayed later."""
         if error is not None:
             slot.state = slot.state.bulk_failed(bulk.first, bulk.last, describe(error))
+            if slot.retry is not None:
+                log.warning(
+                    "pipeline %s: writer %s: bulk write of log offsets %d-%d failed, replaying it one "
+                    "record at a time: %s",
+                    self.name, slot.name, bulk.first, bulk.last, describe(error),
+                )  # fmt: skip
+                return False
             self._stopped(
                 slot,
                 f"writer {slot.name}: bulk write of {self.name} log offsets {bulk.first}-{bulk.last} "
@@ -105,32 +124,48 @@ class WriterRuns:
         return True
 
     async def _write_one(self, slot: WriterSlot, entry: LogEntry) -> bool:
-        """One message; with errors_tolerance all a transform or conversion failure dead-letters it,
-        but a write the sink refuses stops the writer either way."""
-        try:
-            if slot.dead_letter is not None:
-                bulk = await prepare_bulk(slot.branch, slot.sink, [entry], slot.dead_letter)
-                await write_bulk(slot.sink, bulk, object())
-                written: int = bulk.count
-            else:
-                message = None if entry.is_command else slot.branch.apply(entry.value)
-                if message is not None:
-                    await slot.sink.write([message])
-                written = message is not None
-        except Exception as exc:
-            slot.state = slot.state.replay_failed(entry.offset, describe(exc))
-            self._stopped(
-                slot,
-                f"writer {slot.name}: replay of {self.name} log offset={entry.offset} failed; "
-                f"stopped at offset={slot.state.offset}; message={entry_text(entry)}; "
-                f"error={describe(exc)}",
-            )
-            await self.flush(force=False)
-            return False
+        """One message; with errors_tolerance all a transform or conversion failure dead-letters it.
+        A write the sink refuses is tried again as the writer's retry says; then it stops the writer,
+        or (errors_tolerance all, with a retry) goes to the dead-letter topic."""
+        tries = slot.retry.attempts if slot.retry is not None else 1
+        for attempt in range(1, tries + 1):
+            try:
+                written = await self._write_entry(slot, entry)
+                break
+            except Exception as exc:
+                if attempt < tries and not self.flags.stopping:
+                    assert slot.retry is not None
+                    await asyncio.sleep(slot.retry.backoff_s(attempt))  # backoff before the next try
+                    continue
+                if slot.retry is not None and slot.dead_letter is not None:
+                    await slot.dead_letter([Failure(entry, Stage.WRITE, None, exc)])
+                    written = 0
+                    break
+                slot.state = slot.state.replay_failed(entry.offset, describe(exc))
+                self._stopped(
+                    slot,
+                    f"writer {slot.name}: replay of {self.name} log offset={entry.offset} failed"
+                    f"{f' {tries} times' if tries > 1 else ''}; stopped at offset={slot.state.offset}; "
+                    f"message={entry_text(entry)}; error={describe(exc)}",
+                )
+                await self.flush(force=False)
+                return False
         slot.received += written
         slot.state = slot.state.replayed(entry.offset, entry.key)
         self.flags.dirty = True
         return True
+
+    async def _write_entry(self, slot: WriterSlot, entry: LogEntry) -> int:
+        """Writes one entry; how many messages reached the sink (0: filtered, a command, or
+        dead-lettered by the tolerance)."""
+        if slot.dead_letter is not None:
+            bulk = await prepare_bulk(slot.branch, slot.sink, [entry], slot.dead_letter)
+            await write_bulk(slot.sink, bulk, object())
+            return bulk.count
+        message = None if entry.is_command else slot.branch.apply(entry.value)
+        if message is not None:
+            await slot.sink.write([message])
+        return int(message is not None)
 
     async def _replay(self, slot: WriterSlot, cursor: Cursor) -> bool:
         """Seed "Message Failures": the failed range again, ONE message at a time."""
