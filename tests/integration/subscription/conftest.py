@@ -8,6 +8,7 @@ answer fails them loudly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -155,9 +156,9 @@ class Endpoint:
         return {int(s) for s in self.broken}
 
 
-@pytest_asyncio.fixture
-async def endpoint() -> AsyncIterator[Endpoint]:
-    ep = Endpoint()
+@contextlib.asynccontextmanager
+async def serving(ep: Endpoint) -> AsyncIterator[Endpoint]:
+    """`ep` answering POSTs on a loopback port of its own (its `url`) while the block runs."""
     app = web.Application()
     app.router.add_post("/deliver", ep.handle)
     runner = web.AppRunner(app)
@@ -166,8 +167,16 @@ async def endpoint() -> AsyncIterator[Endpoint]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     ep.url = f"http://127.0.0.1:{port}/deliver"
-    yield ep
-    await runner.cleanup()
+    try:
+        yield ep
+    finally:
+        await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def endpoint() -> AsyncIterator[Endpoint]:
+    async with serving(Endpoint()) as ep:
+        yield ep
 
 
 def assert_group_order(endpoint: Endpoint, produced: Iterable[int], groups: int) -> None:

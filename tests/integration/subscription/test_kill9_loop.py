@@ -23,7 +23,13 @@ from aiohttp import web
 
 from app.composite.store import MetadataStore
 from app.settings import Settings
-from tests.integration.subscription.conftest import Endpoint, Workers, assert_group_order, produce_groups
+from tests.integration.subscription.conftest import (
+    Endpoint,
+    Workers,
+    assert_group_order,
+    produce_groups,
+    serving,
+)
 from tests.support.waiting import async_wait_until
 
 MESSAGES = 20_000
@@ -48,17 +54,8 @@ class FlakyEndpoint(Endpoint):
 
 @pytest.fixture
 async def flaky() -> AsyncIterator[Endpoint]:
-    ep = FlakyEndpoint()
-    app = web.Application()
-    app.router.add_post("/deliver", ep.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    ep.url = f"http://127.0.0.1:{port}/deliver"
-    yield ep
-    await runner.cleanup()
+    async with serving(FlakyEndpoint()) as ep:
+        yield ep
 
 
 def _distinct(endpoint: Endpoint) -> int:
