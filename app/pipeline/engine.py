@@ -98,7 +98,8 @@ class PipelineRuntime(SourceAppends, WriterRuns, WriterControls):
     async def start(self) -> None:
         await self._catch_up_reader_states()
         for slot in self.slots.values():
-            self._start_writer(slot)
+            if not slot.paused:  # paused before a restart: stays so until resumed
+                self._start_writer(slot)
         if self.source is not None:
             self._source_task = asyncio.create_task(self._run_source(), name=f"pipeline-{self.name}-source")
         else:

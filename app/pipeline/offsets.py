@@ -54,6 +54,7 @@ class WriterState:
     offset: int = NOTHING
     failed: FailedRange | None = None
     namespaces: Mapping[str, int] = field(default_factory=dict)
+    paused: bool = False  # by the operator: kept across restarts until resumed
 
     @property
     def next_offset(self) -> int:
@@ -93,11 +94,12 @@ class WriterState:
         return replace(self, offset=offset, failed=failed)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "offset": self.offset,
             "failed": None if self.failed is None else self.failed.to_json(),
             "namespaces": dict(self.namespaces),
         }
+        return {**body, "paused": True} if self.paused else body
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any] | None) -> WriterState:
@@ -108,6 +110,7 @@ class WriterState:
             offset=int(raw.get("offset", NOTHING)),
             failed=None if not failed else FailedRange.from_json(failed),
             namespaces={str(k): int(v) for k, v in (raw.get("namespaces") or {}).items()},
+            paused=raw.get("paused") is True,
         )
 
 

@@ -5,7 +5,7 @@ writer's slot, the runtime's flags, and how a failure is described in its status
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.pipeline.bulk import DeadLettering
 from app.pipeline.chain import Branch
@@ -31,7 +31,15 @@ class WriterSlot:
     received: int = 0
     dead_letter: DeadLettering | None = None  # errors_tolerance all: failed messages go here
     retry: WriteRetry | None = None  # a failed bulk is replayed at once, each record tried this often
-    paused: bool = False  # by the operator: not restarted until resumed
+
+    @property
+    def paused(self) -> bool:
+        """Paused by the operator: not started (also after a restart: the state keeps it) until resumed."""
+        return self.state.paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self.state = replace(self.state, paused=value)
 
     @property
     def running(self) -> bool:

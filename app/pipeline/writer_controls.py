@@ -56,6 +56,8 @@ class WriterControls:
                 slot.paused = False
                 self._start_writer(slot)
                 started.append(slot.name)
+        if started:
+            self.flags.dirty = True  # the resume outlives a restart too
         return started
 
     async def pause(self, name: str, timeout_s: float = 30.0) -> bool:
@@ -63,7 +65,9 @@ class WriterControls:
         it keeps its offset and stays stopped until resumed. False when it was not running."""
         slot = self.slot(name)
         slot.paused = True
+        self.flags.dirty = True
         if not slot.running:
+            await self.flush()  # kept across a restart
             return False
         assert slot.task is not None
         _, pending = await asyncio.wait([slot.task], timeout=timeout_s)

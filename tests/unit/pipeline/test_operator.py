@@ -202,3 +202,27 @@ async def test_a_scrape_answers_while_a_pipeline_starts_and_names_its_writers_on
         assert running[("hubstream_pipeline_commit_log_end_offset", (("pipeline", "ops"),))] == 4
     finally:
         await run.stop()
+
+
+async def test_a_pause_outlives_a_restart_until_resumed() -> None:
+    """Before, the pause lived in the process only: a restarted pipeline wrote on at once."""
+    log, store = await fill_log("A" * 10), MemoryStateStore()
+    paused, other = RecordingSink(), RecordingSink()
+    first = runtime(log, store, {"paused": paused, "other": other}, {})
+    await first.start()
+    await wait_for(lambda: paused.received == list(range(10)))
+    assert await first.pause("paused") is True
+    await first.stop()
+    assert store.writers["paused"].paused and not store.writers["other"].paused
+
+    await _append(log, range(10, 20))
+    again = runtime(log, store, {"paused": paused, "other": other}, dict(store.writers))
+    await again.start()
+    try:
+        await wait_for(lambda: other.received == list(range(20)))
+        assert again.slots["paused"].phase == "paused" and paused.received == list(range(10))
+        assert await again.resume("paused") == ["paused"]
+        await wait_for(lambda: paused.received == list(range(20)))
+    finally:
+        await again.stop()
+    assert not store.writers["paused"].paused, "the resume is kept too"

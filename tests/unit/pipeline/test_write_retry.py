@@ -85,9 +85,7 @@ async def test_without_tolerance_a_record_refused_every_try_stops_the_writer_at_
     assert sink.refusals == 1 + FAST.attempts  # the bulk, then each try of the record alone
 
 
-async def test_with_tolerance_all_a_record_refused_every_try_is_dead_lettered_and_the_rest_written() -> (
-    None
-):
+async def test_with_tolerance_all_a_record_refused_every_try_is_dead_lettered_and_the_rest_written() -> None:
     log, store, dlq = await fill_log("A" * 12), MemoryStateStore(), MemoryDeadLetters()
     sink = FlakySink(seq=5, times=100)
     run = runtime(log, store, sink, ErrorsTolerance.ALL, dlq)
