@@ -28,7 +28,8 @@ class DashboardCollector:
 class PipelineCollector:
     """The same for a pipeline process's `/metrics`: whether each pipeline runs, its commit-log end
     and writers (`pipelines`: [{"name", "running", "end_offset", "writers": [{"name", "lag",
-    "offset", "stopped"}]}]; a pipeline not running has no end offset and no writers)."""
+    "offset", "stopped", "dead_lettered"}]}]; a pipeline not running has no end offset and no
+    writers)."""
 
     def __init__(self, pipelines: list[dict[str, Any]]) -> None:
         self._pipelines = pipelines
@@ -63,6 +64,12 @@ class PipelineCollector:
                     "hubstream_pipeline_writer_stopped",
                     "1 while a writer is stopped",
                     int(writer["stopped"]),
+                    **labels,
+                )
+                families.counter(
+                    "hubstream_pipeline_writer_dead_lettered_total",
+                    "Records a writer sent to the pipeline's dead-letter topic since the process started",
+                    writer.get("dead_lettered", 0),
                     **labels,
                 )
         yield from families.by_name.values()

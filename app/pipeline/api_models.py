@@ -86,6 +86,7 @@ class WriterView(WriterStateView):
     stopped: bool
     last_error: str | None
     received: int
+    dead_lettered: int = 0  # records this process sent to the dead-letter topic for the writer
 
 
 class ReaderView(ApiModel):

@@ -64,6 +64,7 @@ def writer_view(slot: WriterSlot, end_offset: int) -> WriterView:
         failed=failed_view(state.failed),
         namespaces=dict(state.namespaces),
         received=slot.received,
+        dead_lettered=slot.dead_letter.count if slot.dead_letter is not None else 0,
     )
 
 

@@ -55,7 +55,13 @@ class PipelineViews:
                 pipelines.append({"name": operator.name, "running": False, "writers": []})
                 continue
             writers = [
-                {"name": n, "lag": w.lag, "offset": w.offset, "stopped": w.stopped}
+                {
+                    "name": n,
+                    "lag": w.lag,
+                    "offset": w.offset,
+                    "stopped": w.stopped,
+                    "dead_lettered": w.dead_lettered,
+                }
                 for n, w in status.writers.items()
             ]
             pipelines.append(

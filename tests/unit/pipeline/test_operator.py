@@ -137,6 +137,7 @@ async def test_operator_views_and_refusals(tmp_path: Path) -> None:
             "failed": None,
             "namespaces": {"A": 4, "B": 5},
             "received": 4,
+            "dead_lettered": 0,
         }
         with pytest.raises(WriterBusy):
             await operator.step("c0")

@@ -14,6 +14,7 @@ from app.pipeline.definition import definition_from_mapping
 from app.pipeline.engine import PipelineRuntime
 from app.pipeline.errors import InvalidDefinition
 from app.pipeline.memory import MemoryCommitLog, MemoryDeadLetters, MemoryStateStore
+from app.pipeline.operator import writer_view
 from app.pipeline.tolerance import ErrorsTolerance, WriteRetry, dead_letter_context
 
 from .helpers import RecordingSink, fill_log, wait_for
@@ -94,6 +95,7 @@ async def test_with_tolerance_all_a_record_refused_every_try_is_dead_lettered_an
     assert run.slots["db"].running
     await run.stop()
     assert sink.received == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    assert writer_view(run.slots["db"], 12).dead_lettered == 1  # in the status API and /metrics
     [letter] = dlq.letters
     context = dead_letter_context(letter.headers)
     assert (context["hs-stage"], context["hs-log-offset"]) == ("write", "5")

@@ -292,7 +292,7 @@ def test_a_pipeline_process_scrape_names_its_writers_and_no_batch_or_actor() -> 
             "name": "p",
             "running": True,
             "end_offset": 40,
-            "writers": [{"name": "w", "lag": 3, "offset": 36, "stopped": True}],
+            "writers": [{"name": "w", "lag": 3, "offset": 36, "stopped": True, "dead_lettered": 2}],
         },
         {"name": "q", "running": False, "writers": []},
     ]
@@ -306,6 +306,7 @@ def test_a_pipeline_process_scrape_names_its_writers_and_no_batch_or_actor() -> 
     assert samples[("hubstream_pipeline_writer_lag_records", writer)] == 3
     assert samples[("hubstream_pipeline_writer_offset", writer)] == 36
     assert samples[("hubstream_pipeline_writer_stopped", writer)] == 1
+    assert samples[("hubstream_pipeline_writer_dead_lettered_total", writer)] == 2
     assert samples[("hubstream_pipeline_commit_log_end_offset", (("pipeline", "p"),))] == 40
     assert samples[("hubstream_pipeline_running", (("pipeline", "p"),))] == 1
     assert samples[("hubstream_pipeline_running", (("pipeline", "q"),))] == 0
