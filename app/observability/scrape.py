@@ -193,6 +193,12 @@ def _shards(shards: list[dict[str, Any]], out: _Families) -> None:
             shard["sidelined"],
             **labels,
         )
+        out.gauge(
+            "hubstream_subscription_late_records",
+            "Records that landed in MQ storage topics after the shard left them: not delivered",
+            shard.get("late_records", 0),
+            **labels,
+        )
 
 
 def _pipelines(pipelines: list[dict[str, Any]], out: _Families) -> None:

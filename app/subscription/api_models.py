@@ -39,6 +39,7 @@ class ShardStatus(ApiModel):
     mq_held_at: int | None
     adopted: int
     forgotten: int = 0  # absent from a peer of an earlier version
+    late_records: int = 0  # landed in storage topics the shard had left: not delivered
     missed_on_recovery: int
     blocked_groups: list[str]
 

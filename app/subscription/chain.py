@@ -24,6 +24,7 @@ from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
+from app.kafka.admin import committed_offsets
 from app.kafka.broker import BrokerPort
 from app.ordered.errors import UndecodableMessage
 from app.ordered.lanes import GroupLanes
@@ -39,6 +40,8 @@ from app.subscription.shards import assignments, chain_keeps_shards, check_shard
 __all__ = ["ChainReader", "LoadStates", "ShardChain"]
 
 log = logging.getLogger(__name__)
+
+LATE_CHECK_S = 30.0  # how often a shard counts records that landed in storage topics it left
 
 
 # Loads the states of the groups a shard owns in a storage topic (the GroupState table).
@@ -85,6 +88,7 @@ class ShardChain:
     _consumer: AIOKafkaConsumer | None
     _rq_out: AsyncCompositeProducer | None
     _lanes: GroupLanes[TopicPartition, str, Work] | None
+    _late_check_at: float
 
     @property
     def label(self) -> str:
@@ -257,3 +261,32 @@ class ShardChain:
             await self._commit_positions()
             await self._assign()
         self.stats.mq_storage_idx, self.stats.rq_storage_idx = self.mq.idx, self.rq.idx
+        if time.monotonic() >= self._late_check_at:
+            self._late_check_at = time.monotonic() + LATE_CHECK_S
+            await self._check_late()
+
+    async def _check_late(self) -> None:
+        """Count the records that landed in the MQ storage topics before the one the shard reads
+        after it left them: the group's committed offsets there are where it left (nothing commits
+        them since). They are not delivered; this makes that loud (an ERROR line and
+        `late_records`) instead of silent, until readers keep old storage topics (open work)."""
+        topic = self._topic(self.mq)
+        places: list[tuple[str, int]] = []
+        for idx in range(self.mq.idx):
+            a = assignments(topic, self.shard_id, self.sub.shard_count, idx)[0]
+            places += [(a.storage_topic, p) for p in a.assigned_partitions]
+        if not places:
+            return
+        ends = await asyncio.to_thread(self.broker.end_offsets, places)
+        left = await asyncio.to_thread(
+            committed_offsets, self.settings.bootstrap, self.sub.consumer_group, places
+        )
+        late = sum(max(0, end - done) for end, done in zip(ends, left, strict=True))
+        if late > self.stats.late_records:
+            log.error(
+                "%s: %d records landed in MQ storage topics before %s after this shard left them and "
+                "are not delivered (a producer held the old definition past the switch grace, or its "
+                "client retried that long)",
+                self.label, late, topic.storage_topics[self.mq.idx].name,
+            )  # fmt: skip
+        self.stats.late_records = late

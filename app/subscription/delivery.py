@@ -88,6 +88,10 @@ class ShardStats:
     rq_storage_idx: int = 0
     rq_buffered: int = 0
     mq_held_at: int | None = None  # MQ storage topic whose end the shard waits at (groups change shards next)
+    # Records that landed in MQ storage topics before the one read after this shard left them (a
+    # producer that held the old definition past the switch grace, or retried that long): not
+    # delivered. Counted and logged, never silent (`ShardChain._check_late`).
+    late_records: int = 0
 
     def count(self, outcome: Outcome) -> None:
         if outcome in (Outcome.DELIVERED, Outcome.FILTERED):

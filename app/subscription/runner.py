@@ -106,6 +106,7 @@ class ShardRunner(ShardForgetting, ShardAdoption, ShardRetryBuffer):
         # producers wrote to, its end offset per partition), taken once feeding was over.
         self._fed_below: tuple[int, list[int]] | None = None
         self._feed_over_seen_at: float | None = None  # time.monotonic() when first asked
+        self._late_check_at = 0.0  # when to count records landed in storage topics left (chain)
         self.delivery = Delivery(
             settings,
             sub,

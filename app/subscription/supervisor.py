@@ -216,6 +216,7 @@ class Supervisor:
                     "rq_storage_idx": stats.rq_storage_idx,
                     "rq_buffered": stats.rq_buffered,
                     "mq_held_at": stats.mq_held_at,
+                    "late_records": stats.late_records,
                     "adopted": stats.adopted,
                     "forgotten": stats.forgotten,
                     "missed_on_recovery": getattr(runner.states, "missed_on_recovery", 0),

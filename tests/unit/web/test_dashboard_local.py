@@ -70,6 +70,7 @@ SHARD = {
     "mq_held_at": None,
     "adopted": 0,
     "forgotten": 3,
+    "late_records": 0,
     "missed_on_recovery": 0,
     "blocked_groups": ["g"],
 }

@@ -274,6 +274,7 @@ def test_every_exposed_family_parses_back_with_its_type_and_the_names_the_docs_l
         "hubstream_subscription_dead_lettered": "counter",
         "hubstream_subscription_failures": "counter",
         "hubstream_subscription_sidelined": "counter",
+        "hubstream_subscription_late_records": "gauge",
     }
     for name, kind in families.items():
         exposed = f"{name}_total" if kind == "counter" else name
