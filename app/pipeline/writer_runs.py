@@ -133,7 +133,9 @@ class WriterRuns:
                 written = await self._write_entry(slot, entry)
                 break
             except Exception as exc:
-                if attempt < tries and not self.flags.stopping:
+                if self.flags.stopping:  # left as it is: the next run replays it
+                    return False
+                if attempt < tries:
                     assert slot.retry is not None
                     await asyncio.sleep(slot.retry.backoff_s(attempt))  # backoff before the next try
                     continue
