@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from app.composite.model import CompositeTopic
 from spark_ingest import executor
 from spark_ingest.plan import IngestPlan
@@ -24,14 +26,21 @@ class _Definitions:
 
 
 class _Producer:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int, bytes]] = []
+    """Records sends and flushes (`"flush"` in `sent`); `unconfirmed` records a flush leaves."""
+
+    def __init__(self, unconfirmed: int = 0) -> None:
+        self.sent: list[tuple[str, int, bytes] | str] = []
+        self.unconfirmed = unconfirmed
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, **_: Any) -> None:
         self.sent.append((topic, partition, key))
 
     def poll(self, _timeout: float) -> int:
         return 0
+
+    def flush(self, _timeout: float) -> int:
+        self.sent.append("flush")
+        return self.unconfirmed
 
 
 def _plan() -> IngestPlan:
@@ -59,5 +68,23 @@ def test_a_task_moves_to_the_new_storage_topic_after_a_switch(monkeypatch: Any) 
     send("r1", b"2")
     send("r2", b"3")
     old, new = topic.storage_topics
-    assert [t for t, _, _ in producer.sent] == [old.name, new.name, new.name]
-    assert (producer.sent[1][0], producer.sent[1][1]) == definitions.topic.target("r1")
+    sent = [t if isinstance(t, str) else t[0] for t in producer.sent]
+    assert sent == [old.name, "flush", new.name, new.name], "what went to the old topic is confirmed first"
+    assert producer.sent[2][:2] == definitions.topic.target("r1")
+
+
+def test_a_task_whose_records_are_unconfirmed_at_a_switch_fails_for_spark_to_run_again(
+    monkeypatch: Any,
+) -> None:
+    topic = CompositeTopic.create("events", 2).add_storage_topic(4)
+    definitions = _Definitions(topic)
+    monkeypatch.setitem(executor._STORES, ("broker:9092", "__meta"), definitions)
+    producer = _Producer(unconfirmed=1)
+    send = executor._sender(producer, _plan(), executor._Deliveries())  # type: ignore[arg-type]
+    send("r1", b"1")
+    definitions.topic = topic.switch_produce(now_ms=1)
+    with pytest.raises(executor.DeliveryFailed, match="1 records were unconfirmed"):
+        send("r1", b"2")
+    assert [t for t in producer.sent if not isinstance(t, str)] == [
+        (topic.storage_topics[0].name, *topic.target("r1")[1:], b"r1")
+    ]
