@@ -83,8 +83,7 @@ def test_a_task_whose_records_are_unconfirmed_at_a_switch_fails_for_spark_to_run
     send = executor._sender(producer, _plan(), executor._Deliveries())  # type: ignore[arg-type]
     send("r1", b"1")
     definitions.topic = topic.switch_produce(now_ms=1)
-    with pytest.raises(executor.DeliveryFailed, match="1 records were unconfirmed"):
+    with pytest.raises(DeliveryFailed, match="1 records were unconfirmed"):
         send("r1", b"2")
-    assert [t for t in producer.sent if not isinstance(t, str)] == [
-        (topic.storage_topics[0].name, *topic.target("r1")[1:], b"r1")
-    ]
+    sends = [t for t in producer.sent if not isinstance(t, str)]
+    assert [t for t, _, _ in sends] == [topic.storage_topics[0].name], "nothing went to the new topic"
