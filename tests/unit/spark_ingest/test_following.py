@@ -11,6 +11,7 @@ import pytest
 
 from app.composite.model import CompositeTopic
 from spark_ingest import executor
+from spark_ingest.errors import DeliveryFailed
 from spark_ingest.plan import IngestPlan
 
 
