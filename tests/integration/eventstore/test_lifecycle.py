@@ -123,5 +123,7 @@ async def test_a_category_ttl_is_stored_on_every_document_of_a_container_with_it
     for i in range(3):
         await category.transact(stream, fav.Add(i, "x", NOW))
     proxy = await cosmos.container(container, PARTITION_KEY_PATH)
-    documents = [doc async for doc in proxy.query_items("SELECT * FROM c", partition_key=stream)]
+    query = "SELECT * FROM c WHERE c.p = @p"
+    found = proxy.query_items(query, parameters=[{"name": "@p", "value": stream}], partition_key=stream)
+    documents = [doc async for doc in found]
     assert len(documents) == 2 and {doc["ttl"] for doc in documents} == {3600}  # a batch and the tip
