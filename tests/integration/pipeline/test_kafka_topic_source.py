@@ -1,6 +1,6 @@
 """A pipeline reading a plain Kafka topic (`reader: {type: kafka}`), on the broker: every record of
-every partition reaches the writer, the record key goes into `group_field`, a second run resumes
-after what the first one read, and a topic that does not exist is a clear reader error."""
+every partition reaches the writer, the record key goes into `group_field`, a reader resumed from
+positions takes only what came after them, and a topic that does not exist is a clear reader error."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from confluent_kafka import Producer
 
 from app.errors import ServiceUnavailable
 from app.kafka.admin import KafkaAdmin, TopicSpec
+from app.kafka.broker import broker_for
 from app.kafka_security import client_config
 from app.pipeline.composite_source import KafkaTopicSource
+from app.pipeline.offsets import ReaderState
 from app.settings import Settings
 
 from .support import run_until_idle
@@ -34,7 +36,9 @@ def _inserted(target: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(300)
-def test_a_plain_kafka_topic_is_read_whole_and_resumed(stack: Settings, unique: str, tmp_path: Path) -> None:
+async def test_a_plain_kafka_topic_is_read_whole_and_resumed(
+    stack: Settings, unique: str, tmp_path: Path
+) -> None:
     topic = f"plain-src-{unique}"
     KafkaAdmin(stack.bootstrap).ensure([TopicSpec(topic, 3)])
     _produce(stack, topic, range(60))
@@ -51,11 +55,21 @@ def test_a_plain_kafka_topic_is_read_whole_and_resumed(stack: Settings, unique: 
     assert sorted(str(r["id"]) for r in rows) == sorted(f"d{i}" for i in range(60))
     assert all(r["key"] == f"k{int(str(r['n'])) % 5}" for r in rows)
 
+    # Resumed from the positions the run's entries carried, a reader takes only what came after.
+    ends = broker_for(stack).end_offsets([(topic, p) for p in range(3)])
+    positions = {f"{topic}[{p}]": end for p, end in enumerate(ends)}
     _produce(stack, topic, range(60, 100))
-    second = run_until_idle(file, tmp_path)
-    assert second.returncode == 0, second.stderr.decode()[-3000:]
-    ids = [str(r["id"]) for r in _inserted(target)]
-    assert sorted(ids) == sorted(f"d{i}" for i in range(100)), "the second run read the first's again"
+    idle = stack.model_copy(update={"pipeline_exit_when_idle": True})
+    source = KafkaTopicSource(idle, {"topic": topic, "namespace": "docs"}, 100, 0.05)
+    try:
+        resumed = [
+            str(entry.message.data["id"])
+            async for batch in source.read({"docs": ReaderState(position=positions)})
+            for entry in batch
+        ]
+    finally:
+        await source.close()
+    assert sorted(resumed) == sorted(f"d{i}" for i in range(60, 100))
 
 
 async def test_a_topic_that_does_not_exist_is_a_reader_error(stack: Settings, unique: str) -> None:
