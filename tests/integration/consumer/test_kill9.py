@@ -70,9 +70,10 @@ async def test_scale_out_kill_one_scale_in(kafka: Settings, unique: str, tmp_pat
 
 POINTS = [
     "consumer.retry.confirmed:3",
+    # under `-m soak` (the DLQ mark is cut in every suite by tests/integration/consumer/
+    # test_dlq_mark.py, the others in-process by tests/unit/consumer/test_crash_points.py)
     "consumer.dlq.mark:1",
     "consumer.owner.claim:2",
-    # under `-m soak` (crashed in-process by tests/unit/consumer/test_crash_points.py too)
     "consumer.state.forget:2",
     "consumer.dlq.confirmed:2",
     "consumer.state.write:4",
@@ -80,7 +81,7 @@ POINTS = [
 ]
 
 
-@pytest.mark.parametrize("point", first_in_every_suite(POINTS, 2))
+@pytest.mark.parametrize("point", first_in_every_suite(POINTS, 1))
 async def test_a_copy_killed_at_a_crash_point_restarts_and_keeps_the_promise(
     kafka: Settings, unique: str, tmp_path: Path, point: str
 ) -> None:
