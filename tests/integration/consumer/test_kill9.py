@@ -71,7 +71,8 @@ async def test_scale_out_kill_one_scale_in(kafka: Settings, unique: str, tmp_pat
 POINTS = [
     "consumer.retry.confirmed:3",
     # under `-m soak` (the DLQ mark is cut in every suite by tests/integration/consumer/
-    # test_dlq_mark.py, the others in-process by tests/unit/consumer/test_crash_points.py)
+    # test_dlq_mark.py, the owner claim only here, the others in-process by
+    # tests/unit/consumer/test_crash_points.py)
     "consumer.dlq.mark:1",
     "consumer.owner.claim:2",
     "consumer.state.forget:2",
