@@ -79,7 +79,7 @@ POINT_ELSEWHERE = {
         " pipeline.control.position_write after each record's effect"
     ),
     "app/pipeline/state.py::write": "the control agent passes pipeline.control.position_write before it",
-    "app/pipeline/writer_runs.py::_write_from_offset": "hands bulks to the writers, which pass pipeline.writer.*",
+    "app/pipeline/writer_runs.py::_write_from_offset": "hands bulks to the writers (pipeline.writer.*)",
     "app/pipeline/writer_runs.py::_write_bulk": "as above",
     "app/pipeline/kafka_dlq.py::send": "bulk.DeadLettering passes pipeline.dlq.confirmed after it",
 }
