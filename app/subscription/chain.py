@@ -24,7 +24,6 @@ from app.composite.model import CompositeTopic, StorageTopic
 from app.composite.producer import AsyncCompositeProducer
 from app.composite.store import MetadataStore
 from app.crashpoints import crash_point
-from app.kafka.admin import committed_offsets
 from app.kafka.broker import BrokerPort
 from app.ordered.errors import UndecodableMessage
 from app.ordered.lanes import GroupLanes
@@ -277,10 +276,9 @@ class ShardChain:
             places += [(a.storage_topic, p) for p in a.assigned_partitions]
         if not places:
             return
+        assert self._consumer is not None  # the shard's own client answers committed offsets
         ends = await asyncio.to_thread(self.broker.end_offsets, places)
-        left = await asyncio.to_thread(
-            committed_offsets, self.settings.bootstrap, self.sub.consumer_group, places
-        )
+        left = [await self._consumer.committed(TopicPartition(t, p)) or 0 for t, p in places]
         late = sum(max(0, end - done) for end, done in zip(ends, left, strict=True))
         if late > self.stats.late_records:
             log.error(
