@@ -62,9 +62,10 @@ class WriterRuns:
         one-at-a-time replay instead of stopping it."""
         while True:
             await self._write_from_offset(slot)
-            if slot.retry is None or slot.state.failed is None or self.flags.stopping or slot.paused:
+            # round again only after a failed bulk of a retrying writer (not after its replay gave up)
+            if slot.retry is None or slot.state.failed is None or slot.stopped_at is not None:
                 return
-            if slot.stopped_at is not None:  # the replay itself gave up on a record
+            if self.flags.stopping or slot.paused:
                 return
 
     async def _write_from_offset(self, slot: WriterSlot) -> None:
